@@ -1,0 +1,22 @@
+package dev.finetune.adapters;
+
+import ai.djl.ndarray.NDArray;
+import java.util.List;
+
+/**
+ * One linear projection of the model, {@code y = x·Wᵀ (+ b)}, however its weight is stored and trained.
+ *
+ * <p>The model builds every linear layer through a {@link ProjectionFactory} and never asks which kind it got:
+ * full fine-tuning, LoRA and QLoRA differ only here. Weights keep the Hugging Face layout {@code [out, in]}.
+ */
+public interface Projection {
+
+    /** The Hugging Face name of the layer without the {@code .weight} suffix, e.g. {@code model.layers.0.self_attn.q_proj}. */
+    String name();
+
+    /** {@code x [..., in] → [..., out]}. Must be safe to differentiate (no Java {@code Number} operands). */
+    NDArray forward(NDArray x);
+
+    /** The arrays the optimizer updates, named as they are saved (HF names for full weights, PEFT names for adapters). */
+    List<NamedArray> trainable();
+}
