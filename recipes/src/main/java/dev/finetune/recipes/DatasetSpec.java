@@ -1,0 +1,29 @@
+package dev.finetune.recipes;
+
+import java.nio.file.Path;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * One entry of {@code datasets:} (or {@code test_datasets:}), with Axolotl's meanings.
+ *
+ * @param path the local JSONL/JSON file, resolved against the recipe's directory
+ * @param type {@code alpaca}, {@code chat_template}, {@code completion}, {@code input_output}, or a preference/RL type
+ * @param field {@code completion}: the text field (default {@code text})
+ * @param fieldMessages {@code chat_template}: the list field (default {@code messages})
+ * @param messagePropertyMappings {@code chat_template}: our name → dataset name, e.g. {@code role → from}
+ * @param rolesToTrain {@code chat_template}: roles whose tokens carry loss (default {@code [assistant]})
+ * @param trainOnEos {@code chat_template}: {@code turn}, {@code last}, {@code all} or {@code none}
+ * @param chatTemplate per-dataset template name overriding the recipe's {@code chat_template}, or {@code null}
+ * @param where the recipe location of this entry ({@code recipe.yaml:12:5}) for error messages
+ */
+public record DatasetSpec(
+        Path path,
+        String type,
+        String field,
+        String fieldMessages,
+        Map<String, String> messagePropertyMappings,
+        List<String> rolesToTrain,
+        String trainOnEos,
+        String chatTemplate,
+        String where) {}
