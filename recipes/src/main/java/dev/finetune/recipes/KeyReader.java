@@ -356,7 +356,7 @@ final class KeyReader {
                             "remove '" + e.key() + "' (or set it to false)");
                 }
             } else if (status == Status.REMOVED) {
-                problems.error(e.keyWhere(), "'" + full + "' is no longer supported by Axolotl either", key.note());
+                if (enabled(e.value())) problems.error(e.keyWhere(), "'" + full + "' is no longer supported by Axolotl either", key.note());
             } else if (status == Status.UNKNOWN) {
                 problems.error(e.keyWhere(), "unknown key '" + full + "' (Axolotl silently drops it)",
                         key.note().startsWith("remove") ? key.note() : "did you mean '" + key.note() + "'?");
