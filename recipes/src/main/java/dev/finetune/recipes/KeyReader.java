@@ -101,10 +101,13 @@ final class KeyReader {
         return e != null && !(e.value() instanceof Scalar s && s.value() == null);
     }
 
-    /** Where the key's value was written, or this mapping when absent. */
+    /** Where the key's value was written (the key itself when the value is empty), or this mapping when absent. */
     Where at(String key) {
         Entry e = entries.get(key);
-        return e == null ? where : e.value().where();
+        if (e == null) {
+            return where;
+        }
+        return e.value() instanceof Scalar s && s.value() == null ? e.keyWhere() : e.value().where();
     }
 
     /** The raw value of a supported key, or {@code null} when absent or written empty. */

@@ -11,9 +11,14 @@ final class Suggestions {
     static String closest(String word, Collection<String> candidates) {
         String best = null;
         int bestDistance = Integer.MAX_VALUE;
+        int bestScore = Integer.MAX_VALUE;
+        String lower = word.toLowerCase(java.util.Locale.ROOT);
         for (String c : candidates) {
-            int d = distance(word.toLowerCase(java.util.Locale.ROOT), c);
-            if (d < bestDistance) {
+            int d = distance(lower, c);
+            // On a tie, a candidate that extends what was typed is the likelier intent (gpu -> gpus, not cpu).
+            int score = 2 * d - (c.startsWith(lower) || lower.startsWith(c) ? 1 : 0);
+            if (score < bestScore) {
+                bestScore = score;
                 bestDistance = d;
                 best = c;
             }
