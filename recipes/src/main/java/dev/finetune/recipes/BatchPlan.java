@@ -28,6 +28,15 @@ public record BatchPlan(
         Integer accumulation = b.gradientAccumulationSteps();
         Integer perRank = b.batchSize();
         int given = (micro != null ? 1 : 0) + (accumulation != null ? 1 : 0) + (perRank != null ? 1 : 0);
+        boolean checkable = !problems.invalid.contains("micro_batch_size")
+                && !problems.invalid.contains("gradient_accumulation_steps") && !problems.invalid.contains("batch_size");
+        if (!checkable) {
+            // The bad value is already reported; arithmetic on a guess would only add noise.
+            micro = micro == null ? 1 : micro;
+            accumulation = accumulation == null ? 1 : accumulation;
+            perRank = null;
+            given = 3;
+        }
         if (given < 2) {
             problems.error(where, "at least two of micro_batch_size, gradient_accumulation_steps and batch_size must be set"
                     + " (Axolotl's rule; defaults don't count)", micro == null ? "add e.g. micro_batch_size: 1 and "

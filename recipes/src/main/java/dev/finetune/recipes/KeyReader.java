@@ -26,6 +26,8 @@ final class KeyReader {
     static final class Problems {
         final List<Finding> errors = new ArrayList<>();
         final List<Finding> warnings = new ArrayList<>();
+        /** Keys whose written value failed its check: rules built on them stay quiet instead of piling up. */
+        final Set<String> invalid = new HashSet<>();
 
         void error(Object where, String message, String hint) {
             errors.add(new Finding(String.valueOf(where), message, hint));
@@ -196,6 +198,7 @@ final class KeyReader {
         }
         Long v = wholeNumber(n);
         if (v == null) {
+            problems.invalid.add(scope + key);
             if (n instanceof Scalar s && s.value() instanceof Double d && !d.isNaN()) {
                 problems.error(n.where(), scope + key + " must be a whole number, got " + s.text(),
                         key.startsWith("warmup_steps") ? "write a whole number of steps, or use warmup_ratio: " + s.text()
@@ -206,6 +209,7 @@ final class KeyReader {
             return fallback;
         }
         if (v < min || v > Integer.MAX_VALUE) {
+            problems.invalid.add(scope + key);
             problems.error(n.where(), scope + key + " must be " + (min == 1 ? "at least 1" : min == 0 ? "0 or more"
                     : "at least " + min) + ", got " + v, "write e.g. " + key + ": " + Math.max(min, 1));
             return fallback;
@@ -225,6 +229,7 @@ final class KeyReader {
             return fallback;
         }
         if (v < min || v > max) {
+            problems.invalid.add(scope + key);
             String range = max == Double.MAX_VALUE ? (min == 0 ? "0 or more" : "at least " + min)
                     : "between " + fmt(min) + " and " + fmt(max);
             problems.error(n.where(), scope + key + " must be " + range + ", got " + fmt(v),
@@ -273,6 +278,7 @@ final class KeyReader {
     }
 
     private void typeError(String key, YamlNode n, String expected, String example) {
+        problems.invalid.add(scope + key);
         problems.error(n.where(), scope + key + " must be " + expected + ", got " + YamlNode.describe(n),
                 "write e.g. '" + example + "'");
     }

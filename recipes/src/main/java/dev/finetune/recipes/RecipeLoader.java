@@ -149,10 +149,28 @@ public final class RecipeLoader {
         }
         String text = override.substring(eq + 1);
         YamlNode value = parse(text, where.label(), where.dir(), where);
-        if (value == null) {
-            value = new Scalar(null, "", where);
-        }
+        value = value == null ? new Scalar(null, "", where) : relabel(value, where);
         return setPath(tree, path, 0, value, where);
+    }
+
+    /** Override values are located by the override itself, not by a line inside its one-line text. */
+    private static YamlNode relabel(YamlNode node, Where where) {
+        if (node instanceof Mapping m) {
+            Map<String, Entry> entries = new LinkedHashMap<>();
+            for (Entry e : m.entries().values()) {
+                entries.put(e.key(), new Entry(e.key(), where, relabel(e.value(), where)));
+            }
+            return new Mapping(entries, where);
+        }
+        if (node instanceof Sequence s) {
+            List<YamlNode> items = new ArrayList<>();
+            for (YamlNode item : s.items()) {
+                items.add(relabel(item, where));
+            }
+            return new Sequence(items, where);
+        }
+        Scalar s = (Scalar) node;
+        return new Scalar(s.value(), s.text(), where);
     }
 
     private static Mapping setPath(Mapping map, String[] path, int i, YamlNode value, Where where) {
