@@ -353,7 +353,8 @@ final class KeyReader {
             Key key = RecipeKeys.get(full);
             Status status = key == null ? null : key.status();
             if (status == Status.SUPPORTED) {
-                continue; // read elsewhere (e.g. a whole block handled by its parent)
+                // The table promises this key is read into the Recipe; a reader that skipped it is a bug, not bad input.
+                throw new IllegalStateException("supported key '" + full + "' was never read");
             }
             if (status == Status.IGNORED) {
                 if (enabled(e.value())) {

@@ -65,6 +65,9 @@ final class RecipeReader {
         Recipe.Objective objective = objective(top);
         AdapterSpec adapter = adapter(top);
         Recipe.Data data = data(top, objective);
+        if (objective == null) {
+            objective = new Recipe.Objective.Sft();
+        }
         Recipe.Batch batch = new Recipe.Batch(
                 top.integer("micro_batch_size", null, 1),
                 top.integer("gradient_accumulation_steps", null, 1),
@@ -271,13 +274,13 @@ final class RecipeReader {
         if (RL_OTHER.contains(rl)) {
             problems.error(top.at("rl"), "rl: " + rl + " is unsupported: finetune trains sft, dpo and grpo",
                     rl.equals("ipo") ? "use rl: dpo" : "use rl: dpo (preference pairs) or rl: grpo (reward functions)");
-            return new Recipe.Objective.Sft();
+            return null;
         }
         if (!RL_SUPPORTED.contains(rl)) {
             String close = Suggestions.closest(rl, List.of("dpo", "grpo", "ipo", "kto", "orpo", "simpo", "gdpo", "ebft"));
             problems.error(top.at("rl"), "rl is '" + rl + "', which is not an objective Axolotl knows",
                     close != null ? "did you mean '" + close + "'?" : "use rl: dpo or rl: grpo, or remove rl for SFT");
-            return new Recipe.Objective.Sft();
+            return null;
         }
         if (rl.equals("dpo")) {
             return new Recipe.Objective.Dpo(beta == null ? 0.1 : beta, labelSmoothing, precompute);
@@ -317,7 +320,7 @@ final class RecipeReader {
     private Recipe.Data data(KeyReader top, Recipe.Objective objective) {
         List<DatasetSpec> datasets = datasets(top, "datasets", objective);
         List<DatasetSpec> tests = datasets(top, "test_datasets", objective);
-        if (datasets == null && top.where() != null && !top.has("datasets")) {
+        if (datasets == null && !top.has("datasets") && !top.has("pretraining_dataset")) {
             problems.error(top.where(), "datasets is required", "add e.g. 'datasets: [{path: data/train.jsonl, type: alpaca}]'");
         }
         double valSetSize = top.number("val_set_size", 0.0, 0, 0.999);
@@ -424,7 +427,7 @@ final class RecipeReader {
             problems.error(m.where(), "this " + listKey + " entry has no path", "add 'path: data/train.jsonl' (or a hub dataset id)");
             return null;
         }
-        String type = datasetType(typeNode, objective, r);
+        String type = objective == null ? typeText(typeNode) : datasetType(typeNode, objective, r);
         Path local = null;
         String remote = null;
         Path dir = m.where().dir() != null ? m.where().dir() : recipeDir;
@@ -463,6 +466,10 @@ final class RecipeReader {
                 || lower.endsWith(".jsonl.gz") || lower.endsWith(".json.gz");
     }
 
+    private static String typeText(YamlNode typeNode) {
+        return typeNode instanceof Scalar s && s.value() instanceof String t ? t : null;
+    }
+
     private String datasetType(YamlNode typeNode, Recipe.Objective objective, KeyReader r) {
         if (typeNode == null) {
             problems.error(r.where(), "this dataset has no type, so it would have to be pre-tokenized (unsupported)",
@@ -493,7 +500,7 @@ final class RecipeReader {
     private Recipe.Training training(KeyReader top, Recipe.Objective objective) {
         int sequenceLen = top.integer("sequence_len", 512, 1);
         boolean packing = top.bool("sample_packing", false);
-        if (packing && !(objective instanceof Recipe.Objective.Sft)) {
+        if (packing && !(objective instanceof Recipe.Objective.Sft) && top.has("rl")) {
             problems.error(top.at("sample_packing"), "sample_packing does not work with rl (preference pairs and generations are not packed)",
                     "set sample_packing: false");
         }
@@ -738,11 +745,11 @@ final class RecipeReader {
         String loraModelDir = top.string("lora_model_dir", null);
         String saveStrategy = top.choice("save_strategy", null, List.of("no", "epoch", "steps", "best"));
         Double saveSteps = top.number("save_steps", null, Double.MIN_VALUE, Double.MAX_VALUE);
-        Integer savesPerEpoch = top.integer("saves_per_epoch", null, 1);
+        Integer savesPerEpoch = top.integer("saves_per_epoch", null, 0);
         int saveTotalLimit = top.integer("save_total_limit", 4, 1);
         String evalStrategy = top.choice("eval_strategy", null, List.of("no", "epoch", "steps"));
         Double evalSteps = top.number("eval_steps", null, Double.MIN_VALUE, Double.MAX_VALUE);
-        Integer evalsPerEpoch = top.integer("evals_per_epoch", null, 1);
+        Integer evalsPerEpoch = top.integer("evals_per_epoch", null, 0);
         Integer loggingSteps = top.integer("logging_steps", null, 1);
         Integer patience = top.integer("early_stopping_patience", null, 1);
         String metric = top.string("metric_for_best_model", null);

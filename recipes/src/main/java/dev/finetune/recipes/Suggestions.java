@@ -23,7 +23,7 @@ final class Suggestions {
                 best = c;
             }
         }
-        if (best != null && bestDistance <= Math.max(2, word.length() / 3)) {
+        if (best != null && bestDistance <= (word.length() <= 4 ? 1 : Math.max(2, word.length() / 3))) {
             return best;
         }
         String byPrefix = null;
