@@ -222,7 +222,9 @@ final class RecipeReader {
                     "add e.g. 'lora_alpha: 32' (commonly 2 x lora_r)");
         }
         boolean linear = Boolean.TRUE.equals(targetLinear);
-        if ((targets == null || targets.isEmpty()) && !linear && !top.has("lora_target_modules")) {
+        // lora_target_parameters (MoE experts) is reported as unsupported on its own; no second error for it here.
+        if ((targets == null || targets.isEmpty()) && !linear && !top.has("lora_target_modules")
+                && !top.has("lora_target_parameters")) {
             problems.error(top.at("adapter"), "adapter: " + adapter + " has no target modules",
                     "add 'lora_target_linear: true' or 'lora_target_modules: [q_proj, k_proj, v_proj, o_proj]'");
         }
