@@ -225,7 +225,7 @@ final class KeyReader {
         }
         Double v = realNumber(n);
         if (v == null || v.isNaN() || v.isInfinite()) {
-            typeError(key, n, "a number", key + ": " + (min > 0 ? min : 0));
+            typeError(key, n, "a number", key + ": " + example(key));
             return fallback;
         }
         if (v < min || v > max) {
@@ -275,6 +275,20 @@ final class KeyReader {
         }
         typeError(key, n, "a mapping of keys", key + ":\\n  sub_key: value");
         return null;
+    }
+
+    /** A plausible value for messages: the table's default, else a typical setting. */
+    private String example(String key) {
+        Key spec = RecipeKeys.get(scope + key);
+        if (spec != null && !spec.defaultValue().isEmpty()) {
+            return spec.defaultValue();
+        }
+        return switch (key) {
+            case "learning_rate" -> "2e-4";
+            case "lora_alpha" -> "32";
+            case "rl_beta", "beta" -> "0.1";
+            default -> "1";
+        };
     }
 
     private void typeError(String key, YamlNode n, String expected, String example) {
