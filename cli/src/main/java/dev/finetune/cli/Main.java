@@ -69,13 +69,14 @@ public final class Main implements Callable<Integer> {
                 err.flush();
                 return BAD_INPUT;
             }
-            throw e;
-        });
-        try {
-            return cli.execute(args);
-        } catch (RuntimeException e) {
+            // Not the user's fault: keep the trace, it is what a bug report needs.
+            PrintWriter err = commandLine.getErr();
+            err.println("error: unexpected failure (a bug in finetune): " + e);
+            e.printStackTrace(err);
+            err.flush();
             return RUN_FAILED;
-        }
+        });
+        return cli.execute(args);
     }
 
     public static void main(String[] args) {

@@ -271,6 +271,9 @@ final class RecipeReader {
         boolean useVllm = trl.bool("use_vllm", false);
         trl.finish();
         if (rl == null) {
+            if (trlMap != null && !trlMap.entries().isEmpty()) {
+                problems.warn(top.at("trl"), "trl: has no effect without rl", "add rl: dpo or rl: grpo, or remove trl:");
+            }
             return new Recipe.Objective.Sft();
         }
         if (RL_OTHER.contains(rl)) {
