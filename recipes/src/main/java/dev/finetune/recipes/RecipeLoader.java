@@ -50,6 +50,7 @@ public final class RecipeLoader {
     private static final Set<Tag> PLAIN_TAGS =
             Set.of(Tag.STR, Tag.INT, Tag.FLOAT, Tag.BOOL, Tag.NULL, Tag.MAP, Tag.SEQ, Tag.TIMESTAMP);
     private static final int MAX_DEPTH = 64;
+    private static final int MAX_NODES = 200_000;
     private static final long MAX_FILE_BYTES = 4L << 20;
 
     private RecipeLoader() {}
@@ -248,11 +249,16 @@ public final class RecipeLoader {
         if (root == null) {
             return null;
         }
-        return convert(root, label, dir, 0, new IdentityHashMap<>());
+        return convert(root, label, dir, 0, new IdentityHashMap<>(), new int[] {0});
     }
 
-    private static YamlNode convert(Node node, String label, Path dir, int depth, IdentityHashMap<Node, Boolean> open) {
+    /** @param budget nodes created so far: aliases can make a short file expand into millions of values */
+    private static YamlNode convert(Node node, String label, Path dir, int depth, IdentityHashMap<Node, Boolean> open,
+                                    int[] budget) {
         Where where = new Where(at(label, node.getStartMark()), dir);
+        if (++budget[0] > MAX_NODES) {
+            throw new TooLarge();
+        }
         if (depth > MAX_DEPTH || open.containsKey(node)) {
             throw new UserError(where.label(), "the YAML nests too deeply or refers to itself through an alias",
                     "write the value out instead of using a recursive alias");
@@ -266,12 +272,12 @@ public final class RecipeLoader {
         open.put(node, Boolean.TRUE);
         try {
             if (node instanceof MappingNode m) {
-                return convertMapping(m, label, dir, depth, open, where);
+                return convertMapping(m, label, dir, depth, open, where, budget);
             }
             if (node instanceof SequenceNode s) {
                 List<YamlNode> items = new ArrayList<>();
                 for (Node item : s.getValue()) {
-                    items.add(convert(item, label, dir, depth + 1, open));
+                    items.add(convert(item, label, dir, depth + 1, open, budget));
                 }
                 return new Sequence(items, where);
             }
@@ -283,14 +289,14 @@ public final class RecipeLoader {
     }
 
     private static Mapping convertMapping(MappingNode m, String label, Path dir, int depth,
-                                          IdentityHashMap<Node, Boolean> open, Where where) {
+                                          IdentityHashMap<Node, Boolean> open, Where where, int[] budget) {
         Map<String, Entry> own = new LinkedHashMap<>();
         List<Mapping> merged = new ArrayList<>();
         for (NodeTuple tuple : m.getValue()) {
             Node keyNode = tuple.getKeyNode();
             Where keyWhere = new Where(at(label, keyNode.getStartMark()), dir);
             if (keyNode.getTag().equals(Tag.MERGE)) {
-                YamlNode source = convert(tuple.getValueNode(), label, dir, depth + 1, open);
+                YamlNode source = convert(tuple.getValueNode(), label, dir, depth + 1, open, budget);
                 List<YamlNode> sources = source instanceof Sequence seq ? seq.items() : List.of(source);
                 for (YamlNode one : sources) {
                     if (!(one instanceof Mapping mm)) {
@@ -314,7 +320,18 @@ public final class RecipeLoader {
                 throw new UserError(keyWhere.label(), "the key '" + key + "' appears twice in this mapping (first at "
                         + own.get(key).keyWhere() + ")", "keep only one of them");
             }
-            own.put(key, new Entry(key, keyWhere, convert(tuple.getValueNode(), label, dir, depth + 1, open)));
+            YamlNode value;
+            try {
+                value = convert(tuple.getValueNode(), label, dir, depth + 1, open, budget);
+            } catch (TooLarge e) {
+                if (depth > 0) {
+                    throw e;
+                }
+                // Blame the top-level key whose value explodes; the node deep inside where counting stopped means nothing.
+                throw new UserError(keyWhere.label(), "'" + key + "' expands to more than " + MAX_NODES
+                        + " values through aliases", "a recipe is a short list of settings; write the values out instead of nesting aliases");
+            }
+            own.put(key, new Entry(key, keyWhere, value));
         }
         if (merged.isEmpty()) {
             return new Mapping(own, where);
@@ -329,6 +346,13 @@ public final class RecipeLoader {
         Map<String, Entry> ordered = new LinkedHashMap<>(own);
         ordered.putAll(result);
         return new Mapping(ordered, where);
+    }
+
+    /** Thrown while converting when aliases multiply the tree; turned into a located error at the top-level key. */
+    private static final class TooLarge extends RuntimeException {
+        TooLarge() {
+            super(null, null, false, false);
+        }
     }
 
     /** YAML 1.1 scalar meanings, as PyYAML (and so Axolotl) applies them. */
