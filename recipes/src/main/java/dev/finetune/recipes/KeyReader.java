@@ -273,7 +273,7 @@ final class KeyReader {
         if (n instanceof Mapping m) {
             return m;
         }
-        typeError(key, n, "a mapping of keys", key + ":\\n  sub_key: value");
+        typeError(key, n, "a mapping of keys", key + ": {sub_key: value}");
         return null;
     }
 
