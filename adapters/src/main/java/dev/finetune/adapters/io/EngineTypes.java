@@ -1,0 +1,35 @@
+package dev.finetune.adapters.io;
+
+import ai.djl.ndarray.NDArray;
+import ai.djl.ndarray.NDManager;
+import ai.djl.ndarray.types.DataType;
+import ai.djl.ndarray.types.Shape;
+
+/**
+ * The one gate through which our code allocates or converts arrays by element type.
+ *
+ * <p>The PyTorch engine's JNI knows no BFLOAT16: creating or converting to one aborts the whole JVM, with no
+ * exception to catch. Routing every typed allocation through here turns that into an ordinary exception.
+ */
+public final class EngineTypes {
+    private EngineTypes() {}
+
+    /** Returns {@code type} unless the engine cannot hold it. */
+    public static DataType checked(DataType type) {
+        if (type == DataType.BFLOAT16) {
+            throw new IllegalArgumentException(
+                    "refusing to create a BFLOAT16 array: the PyTorch engine aborts the JVM on them; widen to FLOAT32 in Java");
+        }
+        return type;
+    }
+
+    /** An uninitialised array owned by libtorch (not by a Java buffer), so closing it frees it at once. */
+    public static NDArray allocate(NDManager manager, Shape shape, DataType type) {
+        return manager.create(shape, checked(type));
+    }
+
+    /** {@code array.toType(type, false)} behind the guard. */
+    public static NDArray convert(NDArray array, DataType type) {
+        return array.toType(checked(type), false);
+    }
+}
