@@ -288,8 +288,11 @@ public final class LlamaModel {
         return finalNormAndHead(hidden);
     }
 
-    /** Hidden states after the last layer for new tokens, appending their keys and values to {@code cache}. */
-    NDArray hiddenWithCache(NDArray inputIds, NDArray positionIds, NDArray mask, KvCache cache) {
+    /**
+     * Hidden states after the last layer for new tokens, appending their keys and values to {@code cache}; {@code mask}
+     * is {@code [B, 1, new, filled + new]} as {@link #mask} makes it for the cache's slots.
+     */
+    public NDArray hiddenWithCache(NDArray inputIds, NDArray positionIds, NDArray mask, KvCache cache) {
         NDArray hidden = embed(inputIds);
         RotaryEmbedding.Angles angles = rotary.at(positionIds);
         for (DecoderLayer layer : layers) {
