@@ -10,7 +10,7 @@ import picocli.CommandLine.Command;
         mixinStandardHelpOptions = true,
         version = "finetune 0.1.0",
         description = "Fine-tune large language models from one YAML recipe.",
-        subcommands = {GenerateCommand.class})
+        subcommands = {GenerateCommand.class, BenchGenerateCommand.class})
 public final class Main implements Runnable {
 
     public static final int OK = 0;

@@ -50,7 +50,8 @@ public final class Generator {
         boolean gradMode = JniUtils.isGradMode();
         JniUtils.setGradMode(false);
         try (NDManager scratch = model.manager().newSubManager()) {
-            NDArray slotSegments = scratch.create(batch.slotSegments, new Shape(batch.rows, batch.capacity)).toType(DataType.INT64, true);
+            // Stays open (and so keeps its Java buffer alive) until the generation ends.
+            NDArray slotSegments = scratch.create(batch.slotSegments, new Shape(batch.rows, batch.capacity));
             NDArray slotNumbers = scratch.arange(0, batch.capacity, 1, DataType.INT64);
             KvCache cache = cached ? model.newCache(scratch, batch.rows, batch.capacity) : null;
             SplittableRandom random = new SplittableRandom(settings.seed());
