@@ -73,6 +73,9 @@ final class BenchGenerateCommand implements Callable<Integer> {
     @Option(names = "--skip-recompute", description = "Only time the cached path.")
     boolean skipRecompute;
 
+    @Option(names = "--repeat", defaultValue = "1", description = "Run the cached generation this many times, printing resident memory after each (a leak shows as growth).")
+    int repeat;
+
     @Override
     public Integer call() throws IOException {
         PrintWriter out = spec.commandLine().getOut();
@@ -103,9 +106,10 @@ final class BenchGenerateCommand implements Callable<Integer> {
                     modelDir.getFileName(), owned ? "owned" : "mapped", weights / 4, weights / 1e6, loadSeconds, baseline / 1e6,
                     afterLoad / 1e6, afterFirstUse / 1e6, (afterFirstUse - baseline) / (double) weights);
             out.flush();
-            time(out, "cached", () -> generator.generate(prompts, settings));
-            long afterCached = ProcessMemory.peakResidentBytes();
-            out.printf("hwm_after_cached_generate_mb=%.1f%n", afterCached / 1e6);
+            for (int r = 0; r < repeat; r++) {
+                time(out, "cached", () -> generator.generate(prompts, settings));
+                out.printf("rss_mb=%.1f hwm_mb=%.1f%n", ProcessMemory.residentBytes() / 1e6, ProcessMemory.peakResidentBytes() / 1e6);
+            }
             if (!skipRecompute) {
                 time(out, "recompute", () -> generator.generateWithoutCache(prompts, settings));
             }

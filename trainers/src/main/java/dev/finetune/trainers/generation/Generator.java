@@ -54,6 +54,10 @@ public final class Generator {
             NDArray slotSegments = scratch.create(batch.slotSegments, new Shape(batch.rows, batch.capacity));
             NDArray slotNumbers = scratch.arange(0, batch.capacity, 1, DataType.INT64);
             KvCache cache = cached ? model.newCache(scratch, batch.rows, batch.capacity) : null;
+            // A new token may attend to every filled slot except padding, so one row of the mask serves all decode steps.
+            NDArray afterEverySlot = scratch.full(new Shape(1), batch.capacity, DataType.INT64);
+            NDArray realTokens = scratch.zeros(new Shape(batch.rows, 1), DataType.INT64);
+            NDArray keyMask = model.mask(afterEverySlot, slotNumbers, realTokens, slotSegments);
             SplittableRandom random = new SplittableRandom(settings.seed());
             Rows rows = new Rows(batch.rows, settings);
             long[] next;
@@ -74,7 +78,7 @@ public final class Generator {
                 try (NDScope scope = new NDScope()) {
                     NDArray lastLogits;
                     if (cached) {
-                        lastLogits = cachedStep(batch, slot, 1, next, slotNumbers, slotSegments, cache);
+                        lastLogits = decodeStep(batch, slot, next, keyMask, cache);
                     } else {
                         sequence = batch.extend(sequence, slot, next);
                         lastLogits = fullStep(batch, slot + 1, sequence, slotSegments);
@@ -99,6 +103,15 @@ public final class Generator {
                 slotSegments.get(new NDIndex(":, 0:" + (from + width))));
         NDArray hidden = model.hiddenWithCache(idArray, positions, mask, cache);
         return lastLogits(hidden);
+    }
+
+    /** One new token per row at {@code slot}: the precomputed key mask restricted to the filled slots is all it needs. */
+    private NDArray decodeStep(Batch batch, int slot, long[] next, NDArray keyMask, KvCache cache) {
+        NDManager step = keyMask.getManager();
+        NDArray idArray = step.create(next, new Shape(batch.rows, 1));
+        NDArray positions = step.create(batch.positions(slot, 1), new Shape(batch.rows, 1));
+        NDArray mask = keyMask.get(new NDIndex(":, :, :, 0:" + (slot + 1)));
+        return lastLogits(model.hiddenWithCache(idArray, positions, mask, cache));
     }
 
     private NDArray fullStep(Batch batch, int width, long[] ids, NDArray slotSegments) {
