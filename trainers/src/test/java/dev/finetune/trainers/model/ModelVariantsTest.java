@@ -186,6 +186,45 @@ class ModelVariantsTest {
         assertEquals(full.trainable().size(), names.size(), "no array listed twice");
     }
 
+    /**
+     * A factory may replace and free the float32 weight it is given (as QLoRA does after quantising); weights are
+     * read one projection at a time, so the next one is not yet in memory when the factory runs.
+     */
+    @Test
+    void projectionFactoryMayFreeItsInputAndWeightsArriveOneByOne() throws IOException {
+        writeModel(dir, QWEN2, 4, SafetensorsDtype.F32, false);
+        float[][] expected = logits(LlamaModel.load(dir, manager, LoadOptions.inference()), IDS);
+        List<String> created = new ArrayList<>();
+        NDManager models = manager.newSubManager();
+        long[] copies = new long[1];
+        long[] mostPending = new long[1];
+        dev.finetune.adapters.ProjectionFactory replacing = (name, weight, bias) -> {
+            created.add(name);
+            long live = 0;
+            for (NDArray a : models.getManagedArrays()) {
+                live += a.getDataType() == DataType.FLOAT32 ? a.size() * 4 : 0;
+            }
+            // float32 bytes read from the file but not yet handed to a factory (besides this weight)
+            mostPending[0] = Math.max(mostPending[0], live - copies[0] - weight.size() * 4);
+            NDArray copy = weight.duplicate();
+            copies[0] += copy.size() * 4;
+            weight.close();
+            return new dev.finetune.adapters.PlainProjection(name, copy, bias, false);
+        };
+        LlamaModel model = LlamaModel.load(dir, models, LoadOptions.adapters(replacing));
+        assertEquals(15, created.size());
+        float[][] actual = logits(model, IDS);
+        for (int t = 0; t < IDS.length; t++) {
+            assertArrayEquals(expected[t], actual[t], 1e-6f);
+        }
+        long notProjections = 0;
+        for (Map.Entry<String, ai.djl.ndarray.types.Shape> e : LlamaModel.expectedShapes(model.config()).entrySet()) {
+            notProjections += e.getKey().contains("_proj.weight") || e.getKey().equals("lm_head.weight") ? 0 : e.getValue().size() * 4;
+        }
+        // Only embeddings, norms, biases and a few constants may be waiting: no projection weight is read early.
+        assertTrue(mostPending[0] <= notProjections + 1024, mostPending[0] + " bytes pending, allowed " + notProjections);
+    }
+
     /** Every trainable array gets the gradient finite differences predict, even with a GC between forward and backward. */
     @Test
     void fullFineTuneGradientsMatchFiniteDifferences() throws IOException {
