@@ -8,8 +8,10 @@ import ai.djl.ndarray.types.DataType;
 import ai.djl.ndarray.types.Shape;
 import ai.djl.pytorch.jni.JniUtils;
 import dev.finetune.recipes.UserError;
+import dev.finetune.trainers.model.DecoderLayer;
 import dev.finetune.trainers.model.KvCache;
 import dev.finetune.trainers.model.LlamaModel;
+import dev.finetune.trainers.model.RotaryEmbedding;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -114,12 +116,18 @@ public final class Generator {
         return lastLogits(model.hiddenWithCache(idArray, positions, mask, cache));
     }
 
+    /** The whole sequence again; only the head of the last position is computed, as a sensible uncached decoder would. */
     private NDArray fullStep(Batch batch, int width, long[] ids, NDArray slotSegments) {
         NDManager step = slotSegments.getManager();
         NDArray idArray = step.create(ids, new Shape(batch.rows, width));
         NDArray positions = step.create(batch.positions(0, width), new Shape(batch.rows, width));
-        NDArray logits = model.forward(idArray, positions, slotSegments.get(new NDIndex(":, 0:" + width)));
-        return logits.get(new NDIndex(":, -1, :"));
+        NDArray hidden = model.embed(idArray);
+        RotaryEmbedding.Angles angles = model.rotary().at(positions);
+        NDArray mask = model.attentionMask(idArray, slotSegments.get(new NDIndex(":, 0:" + width)));
+        for (DecoderLayer layer : model.layers()) {
+            hidden = layer.forward(hidden, angles, mask);
+        }
+        return lastLogits(hidden);
     }
 
     private NDArray lastLogits(NDArray hidden) {
