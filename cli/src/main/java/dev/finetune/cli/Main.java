@@ -1,5 +1,6 @@
 package dev.finetune.cli;
 
+import dev.finetune.recipes.UserError;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
 
@@ -9,7 +10,7 @@ import picocli.CommandLine.Command;
         mixinStandardHelpOptions = true,
         version = "finetune 0.1.0",
         description = "Fine-tune large language models from one YAML recipe.",
-        subcommands = {})
+        subcommands = {GenerateCommand.class, BenchGenerateCommand.class})
 public final class Main implements Runnable {
 
     public static final int OK = 0;
@@ -22,7 +23,18 @@ public final class Main implements Runnable {
     }
 
     public static int execute(String... args) {
-        return new CommandLine(new Main()).execute(args);
+        return new CommandLine(new Main()).setExecutionExceptionHandler(Main::failed).execute(args);
+    }
+
+    /** Bad input is the user's to fix: one line, exit 2. Anything else is our failure: the trace, exit 1. */
+    private static int failed(Exception e, CommandLine command, CommandLine.ParseResult parsed) {
+        if (e instanceof UserError userError) {
+            command.getErr().println("finetune: " + userError.oneLine());
+            return BAD_INPUT;
+        }
+        command.getErr().println("finetune: run failed: " + e);
+        e.printStackTrace(command.getErr());
+        return RUN_FAILED;
     }
 
     public static void main(String[] args) {

@@ -28,6 +28,20 @@ public final class EngineTypes {
         return manager.create(shape, checked(type));
     }
 
+    /**
+     * An array holding a copy of {@code values} in libtorch-owned memory. {@code manager.create(float[])} instead
+     * wraps a Java direct buffer that the garbage collector frees on its own schedule, and results that alias it
+     * (even {@code toType(.., true)} of the same type) then read freed memory.
+     */
+    public static NDArray owned(NDManager manager, float[] values, Shape shape) {
+        if (shape.size() != values.length) {
+            throw new IllegalArgumentException(values.length + " values do not fill shape " + shape);
+        }
+        NDArray array = allocate(manager, shape, DataType.FLOAT32);
+        array.toByteBuffer(true).order(java.nio.ByteOrder.LITTLE_ENDIAN).asFloatBuffer().put(values);
+        return array;
+    }
+
     /** {@code array.toType(type, false)} behind the guard. */
     public static NDArray convert(NDArray array, DataType type) {
         return array.toType(checked(type), false);

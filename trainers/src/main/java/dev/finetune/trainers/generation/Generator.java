@@ -8,8 +8,10 @@ import ai.djl.ndarray.types.DataType;
 import ai.djl.ndarray.types.Shape;
 import ai.djl.pytorch.jni.JniUtils;
 import dev.finetune.recipes.UserError;
+import dev.finetune.trainers.model.DecoderLayer;
 import dev.finetune.trainers.model.KvCache;
 import dev.finetune.trainers.model.LlamaModel;
+import dev.finetune.trainers.model.RotaryEmbedding;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -50,9 +52,14 @@ public final class Generator {
         boolean gradMode = JniUtils.isGradMode();
         JniUtils.setGradMode(false);
         try (NDManager scratch = model.manager().newSubManager()) {
-            NDArray slotSegments = scratch.create(batch.slotSegments, new Shape(batch.rows, batch.capacity)).toType(DataType.INT64, true);
+            // Stays open (and so keeps its Java buffer alive) until the generation ends.
+            NDArray slotSegments = scratch.create(batch.slotSegments, new Shape(batch.rows, batch.capacity));
             NDArray slotNumbers = scratch.arange(0, batch.capacity, 1, DataType.INT64);
             KvCache cache = cached ? model.newCache(scratch, batch.rows, batch.capacity) : null;
+            // A new token may attend to every filled slot except padding, so one row of the mask serves all decode steps.
+            NDArray afterEverySlot = scratch.full(new Shape(1), batch.capacity, DataType.INT64);
+            NDArray realTokens = scratch.zeros(new Shape(batch.rows, 1), DataType.INT64);
+            NDArray keyMask = model.mask(afterEverySlot, slotNumbers, realTokens, slotSegments);
             SplittableRandom random = new SplittableRandom(settings.seed());
             Rows rows = new Rows(batch.rows, settings);
             long[] next;
@@ -73,7 +80,7 @@ public final class Generator {
                 try (NDScope scope = new NDScope()) {
                     NDArray lastLogits;
                     if (cached) {
-                        lastLogits = cachedStep(batch, slot, 1, next, slotNumbers, slotSegments, cache);
+                        lastLogits = decodeStep(batch, slot, next, keyMask, cache);
                     } else {
                         sequence = batch.extend(sequence, slot, next);
                         lastLogits = fullStep(batch, slot + 1, sequence, slotSegments);
@@ -100,12 +107,27 @@ public final class Generator {
         return lastLogits(hidden);
     }
 
+    /** One new token per row at {@code slot}: the precomputed key mask restricted to the filled slots is all it needs. */
+    private NDArray decodeStep(Batch batch, int slot, long[] next, NDArray keyMask, KvCache cache) {
+        NDManager step = keyMask.getManager();
+        NDArray idArray = step.create(next, new Shape(batch.rows, 1));
+        NDArray positions = step.create(batch.positions(slot, 1), new Shape(batch.rows, 1));
+        NDArray mask = keyMask.get(new NDIndex(":, :, :, 0:" + (slot + 1)));
+        return lastLogits(model.hiddenWithCache(idArray, positions, mask, cache));
+    }
+
+    /** The whole sequence again; only the head of the last position is computed, as a sensible uncached decoder would. */
     private NDArray fullStep(Batch batch, int width, long[] ids, NDArray slotSegments) {
         NDManager step = slotSegments.getManager();
         NDArray idArray = step.create(ids, new Shape(batch.rows, width));
         NDArray positions = step.create(batch.positions(0, width), new Shape(batch.rows, width));
-        NDArray logits = model.forward(idArray, positions, slotSegments.get(new NDIndex(":, 0:" + width)));
-        return logits.get(new NDIndex(":, -1, :"));
+        NDArray hidden = model.embed(idArray);
+        RotaryEmbedding.Angles angles = model.rotary().at(positions);
+        NDArray mask = model.attentionMask(idArray, slotSegments.get(new NDIndex(":, 0:" + width)));
+        for (DecoderLayer layer : model.layers()) {
+            hidden = layer.forward(hidden, angles, mask);
+        }
+        return lastLogits(hidden);
     }
 
     private NDArray lastLogits(NDArray hidden) {

@@ -45,10 +45,16 @@ public final class LlamaModel {
     private final NDArray one;
     private final NDArray maskedOut;
 
-    private LlamaModel(ModelConfig config, NDManager manager, Map<String, NDArray> weights, LoadOptions options) {
+    /**
+     * @param source gives each tensor by name when the layer that needs it is built, so a QLoRA factory can quantise
+     *     and free one float32 weight before the next is read: loading never holds the whole float32 model
+     */
+    private LlamaModel(ModelConfig config, NDManager manager, Function<String, NDArray> source, LoadOptions options) {
         this.config = config;
         this.manager = manager;
-        this.weights = Collections.unmodifiableMap(new LinkedHashMap<>(weights));
+        Map<String, NDArray> fetched = new LinkedHashMap<>();
+        Function<String, NDArray> weights = name -> fetched.computeIfAbsent(name, source);
+        this.weights = Collections.unmodifiableMap(fetched);
         this.embeddingsAndNormsTrained = options.trainEmbeddingsAndNorms();
         this.scalars = new Scalars(manager);
         this.one = scalars.of(1f);
@@ -57,7 +63,7 @@ public final class LlamaModel {
         this.rotary = new RotaryEmbedding(config, manager);
         float eps = (float) config.rmsNormEps();
         Function<String, NamedArray> norm = name -> {
-            NDArray w = weights.get(name);
+            NDArray w = weights.apply(name);
             if (options.trainEmbeddingsAndNorms()) {
                 w.setRequiresGradient(true);
             }
@@ -69,15 +75,15 @@ public final class LlamaModel {
             String p = "model.layers." + i + ".";
             boolean qkNorm = config.qkNorm();
             Projection[] attention = {
-                projection(options, p + "self_attn.q_proj", config.attentionBias()),
-                projection(options, p + "self_attn.k_proj", config.attentionBias()),
-                projection(options, p + "self_attn.v_proj", config.attentionBias()),
-                projection(options, p + "self_attn.o_proj", outputBias(config)),
+                projection(options, weights, p + "self_attn.q_proj", config.attentionBias()),
+                projection(options, weights, p + "self_attn.k_proj", config.attentionBias()),
+                projection(options, weights, p + "self_attn.v_proj", config.attentionBias()),
+                projection(options, weights, p + "self_attn.o_proj", outputBias(config)),
             };
             Projection[] mlp = {
-                projection(options, p + "mlp.gate_proj", config.mlpBias()),
-                projection(options, p + "mlp.up_proj", config.mlpBias()),
-                projection(options, p + "mlp.down_proj", config.mlpBias()),
+                projection(options, weights, p + "mlp.gate_proj", config.mlpBias()),
+                projection(options, weights, p + "mlp.up_proj", config.mlpBias()),
+                projection(options, weights, p + "mlp.down_proj", config.mlpBias()),
             };
             built.add(new DecoderLayer(i, config.numAttentionHeads(), config.numKeyValueHeads(), config.headDim(),
                     new RmsNorm(norm.apply(p + "input_layernorm.weight"), eps, scalars),
@@ -88,11 +94,11 @@ public final class LlamaModel {
         }
         this.layers = List.copyOf(built);
         this.finalNorm = new RmsNorm(norm.apply("model.norm.weight"), eps, scalars);
-        this.head = config.tieWordEmbeddings() ? null : projection(options, "lm_head", false);
+        this.head = config.tieWordEmbeddings() ? null : projection(options, weights, "lm_head", false);
     }
 
-    private Projection projection(LoadOptions options, String name, boolean bias) {
-        return options.projections().create(name, weights.get(name + ".weight"), bias ? weights.get(name + ".bias") : null);
+    private static Projection projection(LoadOptions options, Function<String, NDArray> weights, String name, boolean bias) {
+        return options.projections().create(name, weights.apply(name + ".weight"), bias ? weights.apply(name + ".bias") : null);
     }
 
     /** Qwen2 puts biases on q, k, v only; Llama's {@code attention_bias} covers the output projection too. */
@@ -105,7 +111,6 @@ public final class LlamaModel {
         ModelConfig config = ModelConfig.read(dir);
         requireSupported(config, dir.resolve("config.json").toString());
         Map<String, Shape> expected = expectedShapes(config);
-        Map<String, NDArray> weights = new LinkedHashMap<>();
         try (SafetensorsReader reader = SafetensorsReader.open(dir)) {
             Map<String, Shape> present = new LinkedHashMap<>(expected);
             for (String name : reader.names()) {
@@ -114,14 +119,9 @@ public final class LlamaModel {
                 }
             }
             reader.requireExactly(present);
-            for (String name : expected.keySet()) {
-                weights.put(name, options.mapWeights() ? reader.mapReadOnly(name, manager) : reader.load(name, manager));
-            }
-        } catch (RuntimeException e) {
-            weights.values().forEach(NDArray::close);
-            throw e;
+            Function<String, NDArray> read = name -> options.mapWeights() ? reader.mapReadOnly(name, manager) : reader.load(name, manager);
+            return new LlamaModel(config, manager, read, options);
         }
-        return new LlamaModel(config, manager, weights, options);
     }
 
     /** Buffers some exports carry that hold nothing the model needs. */
@@ -139,7 +139,7 @@ public final class LlamaModel {
                         + (w == null ? "nothing" : w.getDataType() + " " + w.getShape()));
             }
         }
-        return new LlamaModel(config, manager, weights, options);
+        return new LlamaModel(config, manager, weights::get, options);
     }
 
     static void requireSupported(ModelConfig config, String where) {
@@ -214,7 +214,10 @@ public final class LlamaModel {
         return layers;
     }
 
-    /** Every checkpoint tensor by Hugging Face name (base weights, however the projections use them). */
+    /**
+     * Every checkpoint tensor by Hugging Face name, as it was handed to the model: the base weights for full
+     * fine-tuning, saving and merging. A projection factory that replaces its input (QLoRA) may have closed it.
+     */
     public Map<String, NDArray> weights() {
         return weights;
     }

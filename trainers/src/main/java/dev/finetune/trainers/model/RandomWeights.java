@@ -2,8 +2,8 @@ package dev.finetune.trainers.model;
 
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDManager;
-import ai.djl.ndarray.types.DataType;
 import ai.djl.ndarray.types.Shape;
+import dev.finetune.adapters.io.EngineTypes;
 import dev.finetune.recipes.model.ModelConfig;
 import java.util.LinkedHashMap;
 import java.util.Map;
@@ -30,10 +30,7 @@ public final class RandomWeights {
                     values[i] = (float) (nextGaussian(random) * 0.02);
                 }
             }
-            // A libtorch-owned copy: arrays made from Java data must not depend on a Java buffer's lifetime.
-            NDArray staged = manager.create(values, shape);
-            weights.put(name, staged.toType(DataType.FLOAT32, true));
-            staged.close();
+            weights.put(name, EngineTypes.owned(manager, values, shape));
         }
         return weights;
     }
