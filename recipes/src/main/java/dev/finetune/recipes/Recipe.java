@@ -124,6 +124,7 @@ public record Recipe(
         ADAMW_TORCH_FUSED("adamw_torch_fused", 8, false),
         ADAMW_HF("adamw_hf", 8, false),
         ADAMW_TORCH_8BIT("adamw_torch_8bit", 2, false),
+        ADAMW_TORCH_4BIT("adamw_torch_4bit", 1, false),
         ADAMW_BNB_8BIT("adamw_bnb_8bit", 2, false),
         ADAMW_8BIT("adamw_8bit", 2, false),
         PAGED_ADAMW_8BIT("paged_adamw_8bit", 2, true),
@@ -152,8 +153,9 @@ public record Recipe(
             return paged;
         }
 
-        public boolean eightBit() {
-            return stateBytesPerParam == 2;
+        /** bitsandbytes' 8-bit AdamW, which FSDP2 cannot shard. */
+        public boolean bitsAndBytes() {
+            return this == ADAMW_BNB_8BIT || this == ADAMW_8BIT || this == PAGED_ADAMW_8BIT || this == PAGED_ADAMW_32BIT;
         }
 
         public static Optimizer byName(String name) {

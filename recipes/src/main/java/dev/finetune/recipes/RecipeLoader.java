@@ -56,7 +56,7 @@ public final class RecipeLoader {
 
     /** The recipe at {@code file} with every {@code base:} merged in, {@code base} removed, then the overrides. */
     public static Mapping load(Path file, List<String> overrides) {
-        Mapping tree = loadWithBases(file, file.toString(), new ArrayList<>());
+        Mapping tree = loadWithBases(file, file.toString(), new ArrayList<>(), new ArrayList<>());
         for (String override : overrides) {
             tree = applyOverride(tree, override);
         }
@@ -80,12 +80,14 @@ public final class RecipeLoader {
         return mapping;
     }
 
-    private static Mapping loadWithBases(Path file, String label, List<String> chain) {
+    /** @param baseLines where each file of {@code chain} wrote its {@code base:}, for the cycle message */
+    private static Mapping loadWithBases(Path file, String label, List<String> chain, List<Where> baseLines) {
         Path normalized = file.toAbsolutePath().normalize();
         if (chain.contains(normalized.toString())) {
-            List<String> cycle = new ArrayList<>(chain.subList(chain.indexOf(normalized.toString()), chain.size()));
+            int start = chain.indexOf(normalized.toString());
+            List<String> cycle = new ArrayList<>(chain.subList(start, chain.size()));
             cycle.add(normalized.toString());
-            throw new UserError(label, "base: files include each other in a cycle: "
+            throw new UserError(baseLines.get(start).label(), "base: files include each other in a cycle: "
                     + cycle.stream().map(p -> Path.of(p).getFileName().toString()).collect(Collectors.joining(" -> ")),
                     "remove the 'base:' line from one of these files");
         }
@@ -107,7 +109,9 @@ public final class RecipeLoader {
             throw new UserError(s.where().label(), "base: file '" + baseName + "' does not exist (looked at "
                     + baseFile + ")", "base: paths are relative to the file that contains them");
         }
-        Mapping base = loadWithBases(baseFile, baseLabel, chain);
+        baseLines.add(s.where());
+        Mapping base = loadWithBases(baseFile, baseLabel, chain, baseLines);
+        baseLines.remove(baseLines.size() - 1);
         chain.remove(chain.size() - 1);
         Map<String, Entry> rest = new LinkedHashMap<>(own.entries());
         rest.remove(BASE_KEY);
@@ -145,10 +149,28 @@ public final class RecipeLoader {
         }
         String text = override.substring(eq + 1);
         YamlNode value = parse(text, where.label(), where.dir(), where);
-        if (value == null) {
-            value = new Scalar(null, "", where);
-        }
+        value = value == null ? new Scalar(null, "", where) : relabel(value, where);
         return setPath(tree, path, 0, value, where);
+    }
+
+    /** Override values are located by the override itself, not by a line inside its one-line text. */
+    private static YamlNode relabel(YamlNode node, Where where) {
+        if (node instanceof Mapping m) {
+            Map<String, Entry> entries = new LinkedHashMap<>();
+            for (Entry e : m.entries().values()) {
+                entries.put(e.key(), new Entry(e.key(), where, relabel(e.value(), where)));
+            }
+            return new Mapping(entries, where);
+        }
+        if (node instanceof Sequence s) {
+            List<YamlNode> items = new ArrayList<>();
+            for (YamlNode item : s.items()) {
+                items.add(relabel(item, where));
+            }
+            return new Sequence(items, where);
+        }
+        Scalar s = (Scalar) node;
+        return new Scalar(s.value(), s.text(), where);
     }
 
     private static Mapping setPath(Mapping map, String[] path, int i, YamlNode value, Where where) {
@@ -211,6 +233,10 @@ public final class RecipeLoader {
             Mark mark = e.getProblemMark() != null ? e.getProblemMark() : e.getContextMark();
             String where = mark == null ? fallback.label() : at(label, mark);
             String problem = e.getProblem() == null ? e.getContext() : e.getProblem();
+            Mark context = e.getContextMark();
+            if (e.getProblem() != null && context != null && mark != null && context.getLine() != mark.getLine()) {
+                problem += " (" + oneLine(e.getContext()) + " at line " + (context.getLine() + 1) + ")";
+            }
             throw new UserError(where, "not valid YAML: " + oneLine(problem),
                     "fix the YAML syntax at that position (indentation, an unclosed quote or bracket, a tab)");
         } catch (YAMLException e) {
