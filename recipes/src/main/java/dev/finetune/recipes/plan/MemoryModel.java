@@ -255,35 +255,38 @@ public final class MemoryModel {
                     + " B (" + s.kernels().loss().label() + ")", bytes, EnumSet.of(Phase.FORWARD_BACKWARD));
         }
 
-        /** FSDP gathers whole units: the root (embedding, final norm, head) stays gathered, layers are prefetched one ahead. */
+        /**
+         * FSDP gathers one unit at a time and prefetches the next: the units are each decoder layer, the embedding and
+         * the head, each wrapped on its own (torchtune's {@code custom_sharded_layers}; our worker does the same) so a
+         * 128k-vocabulary table is never gathered together with the head. Gradients of the unit just computed are
+         * reduce-scattered from a full-size buffer.
+         */
         private void fsdpBuffers() {
             double weightBytes = lora == null ? r.trainableWeight() : r.frozenWeight();
             double layerUnit = 0;
-            long layerTrainable = 0;
             for (Tensor t : p.layer()) {
                 boolean quantized = nf4 != null && t.kind() == ModelParameters.Kind.LINEAR;
                 layerUnit += t.numel() * (quantized ? nf4BytesPerParam(nf4) : weightBytes);
             }
-            long rootParams = p.embedding().numel() + p.finalNorm().numel() + p.headParams();
-            double rootUnit = rootParams * weightBytes;
+            long layerTrainable = lora == null ? p.perLayer() : p.loraTrainable(s.adapter()) / c.numHiddenLayers();
             if (lora != null) {
-                layerTrainable = p.loraTrainable(s.adapter()) / c.numHiddenLayers();
                 layerUnit += layerTrainable * r.trainableWeight();
-            } else {
-                layerTrainable = p.perLayer();
             }
-            long rootTrainable = lora == null ? rootParams : 0;
-            long gather = Math.round(rootUnit + 2 * layerUnit);
-            long reduce = Math.max(layerTrainable, rootTrainable) * r.gradient();
+            double tableUnit = Math.max(p.embedding().numel(), p.headParams()) * weightBytes;
+            long tableTrainable = lora == null ? Math.max(p.embedding().numel(), p.headParams()) : 0;
+            double largest = Math.max(layerUnit, tableUnit);
+            double second = p.head() == null ? layerUnit : Math.min(layerUnit, tableUnit);
+            long gather = Math.round(largest + second);
+            long reduce = Math.max(layerTrainable, tableTrainable) * r.gradient();
             Map<Phase, Long> bytes = new EnumMap<>(Phase.class);
-            bytes.put(Phase.LOAD, Math.round(Math.max(rootUnit, layerUnit)));
+            bytes.put(Phase.LOAD, Math.round(largest));
             bytes.put(Phase.FORWARD_BACKWARD, gather + reduce);
             if (phases.contains(Phase.GENERATION)) {
                 bytes.put(Phase.GENERATION, gather);
             }
-            bytes.put(Phase.SAVE, Math.round(Math.max(rootUnit, layerUnit)));
-            terms.add(new Term("fsdp_buffers", "all-gather: root unit " + gib(rootUnit) + " GiB kept + 2 layer units × "
-                    + gib(layerUnit) + " GiB (current, prefetched); reduce-scatter " + gib(reduce) + " GiB", bytes));
+            bytes.put(Phase.SAVE, Math.round(largest));
+            terms.add(new Term("fsdp_buffers", "all-gather of the unit in use and the prefetched one (layer " + gib(layerUnit)
+                    + " GiB, embedding/head " + gib(tableUnit) + " GiB) + reduce-scatter " + gib(reduce) + " GiB", bytes));
         }
 
         /** TRL generates the whole generation batch (micro × accumulation completions per device) with one cache. */

@@ -2,6 +2,7 @@ package dev.finetune.recipes.plan;
 
 import dev.finetune.recipes.AdapterSpec;
 import java.util.ArrayList;
+import java.util.Comparator;
 import java.util.List;
 
 /**
@@ -9,7 +10,8 @@ import java.util.List;
  *
  * <p>Cost order: a smaller micro batch keeps the global batch (only speed drops); checkpointing recomputes each layer
  * (about a third more compute); LoRA and QLoRA change what is trained; FSDP needs more GPUs; a shorter sequence changes
- * the data. Each remedy is tried on its own from the original setup; if none suffices they are stacked in that order.
+ * the data. Each remedy is tried on its own from the original setup, and the cheap ones are also stacked in that order
+ * (with the largest micro batch that fits); the list is ranked by the most expensive change each option needs.
  */
 public record MemoryPlan(MemoryEstimate estimate, List<Remedy> remedies) {
 
@@ -29,37 +31,50 @@ public record MemoryPlan(MemoryEstimate estimate, List<Remedy> remedies) {
         if (estimate.fits()) {
             return new MemoryPlan(estimate, List.of());
         }
-        List<Remedy> alone = new ArrayList<>();
-        for (Step step : Step.values()) {
-            Remedy r = step.apply(setup);
+        List<Ranked> candidates = new ArrayList<>();
+        Step[] steps = Step.values();
+        for (int i = 0; i < steps.length; i++) {
+            Remedy r = steps[i].apply(setup);
             if (r != null && r.result().fits()) {
-                alone.add(r);
+                candidates.add(new Ranked(r, i, 1));
             }
         }
-        if (!alone.isEmpty()) {
-            return new MemoryPlan(estimate, alone);
-        }
+        // Cheap changes together often beat one expensive change: stack them in cost order, each time with the
+        // largest micro batch that then fits.
         TrainingSetup stacked = setup;
         List<String> changes = new ArrayList<>();
         List<String> costs = new ArrayList<>();
-        for (Step step : Step.values()) {
-            Remedy r = step.apply(stacked);
+        for (int i = 1; i < steps.length; i++) {
+            Remedy r = steps[i].apply(stacked);
             if (r == null) {
                 continue;
             }
             stacked = r.result().setup();
             changes.add(r.change());
             costs.add(r.cost());
-            if (r.result().fits()) {
+            Remedy micro = Step.MICRO_BATCH.apply(stacked);
+            boolean fitsAsIs = r.result().fits();
+            if (fitsAsIs || (micro != null && micro.result().fits())) {
+                if (changes.size() > 1 || !fitsAsIs) {
+                    List<String> c = new ArrayList<>(changes);
+                    List<String> k = new ArrayList<>(costs);
+                    MemoryEstimate result = r.result();
+                    if (!fitsAsIs) {
+                        c.add(0, micro.change());
+                        k.add(0, micro.cost());
+                        result = micro.result();
+                    }
+                    candidates.add(new Ranked(new Remedy(String.join(" + ", c), String.join("; ", k), result), i, c.size()));
+                }
                 break;
             }
         }
-        if (changes.isEmpty()) {
-            return new MemoryPlan(estimate, List.of());
-        }
-        return new MemoryPlan(estimate, List.of(new Remedy(String.join(" + ", changes), String.join("; ", costs),
-                MemoryModel.estimate(stacked))));
+        candidates.sort(Comparator.comparingInt(Ranked::costliestStep).thenComparingInt(Ranked::changes));
+        return new MemoryPlan(estimate, candidates.stream().map(Ranked::remedy).toList());
     }
+
+    /** A remedy with its rank: the most expensive step it uses, then how many changes it needs. */
+    private record Ranked(Remedy remedy, int costliestStep, int changes) {}
 
     private enum Step {
         MICRO_BATCH {

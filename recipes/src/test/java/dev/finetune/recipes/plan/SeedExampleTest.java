@@ -66,8 +66,8 @@ class SeedExampleTest {
         for (Remedy r : plan.remedies()) {
             assertTrue(r.result().fits(), r.change());
         }
-        // Full fine-tuning state alone is 84 GB > 80 GiB: neither micro batch nor checkpointing can fix it.
-        assertTrue(plan.remedies().stream().noneMatch(r -> r.change().startsWith("micro_batch_size")));
+        // Weights, gradients and moments alone take 75 of the 80 GiB: a smaller micro batch alone cannot fix it.
+        assertTrue(plan.remedies().stream().noneMatch(r -> r.change().startsWith("micro_batch_size") && !r.change().contains("+")));
         assertTrue(plan.remedies().stream().anyMatch(r -> r.change().startsWith("FSDP full shard over")),
                 PlanText.render(plan));
     }
