@@ -78,8 +78,8 @@ public sealed interface Hardware {
     }
 
     /**
-     * Parses a memory size: {@code 80GiB}, {@code 24 GB}, {@code 512MiB}, or a plain number of bytes. GB means 10⁹ bytes
-     * and GiB 2³⁰, as written; a card sold as "80 GB" holds 80 GiB, so write GiB for it.
+     * Parses a memory size: {@code 80GiB}, {@code 80G} (also GiB), {@code 40 GB} (10⁹ bytes), {@code 512MiB}, or plain
+     * bytes; the same reading as the recipe's {@code hardware.gpu_memory}. A card sold as "80 GB" holds 80 GiB.
      */
     static long parseSize(String text, String where) {
         Matcher m = SIZE.matcher(text.strip());
@@ -90,14 +90,14 @@ public sealed interface Hardware {
         String unit = m.group(2) == null ? "" : m.group(2).toLowerCase(Locale.ROOT);
         double scale = switch (unit) {
             case "", "b" -> 1;
-            case "k", "kb" -> 1e3;
-            case "kib" -> 1L << 10;
-            case "m", "mb" -> 1e6;
-            case "mib" -> 1L << 20;
-            case "g", "gb" -> 1e9;
-            case "gib" -> 1L << 30;
-            case "t", "tb" -> 1e12;
-            case "tib" -> 1L << 40;
+            case "kb" -> 1e3;
+            case "k", "kib" -> 1L << 10;
+            case "mb" -> 1e6;
+            case "m", "mib" -> 1L << 20;
+            case "gb" -> 1e9;
+            case "g", "gib" -> 1L << 30;
+            case "tb" -> 1e12;
+            case "t", "tib" -> 1L << 40;
             default -> throw new UserError(where, "unknown memory unit '" + m.group(2) + "' in '" + text + "'",
                     "use GiB, GB, MiB or MB");
         };

@@ -289,9 +289,9 @@ public final class MemoryModel {
                     + " GiB, embedding/head " + gib(tableUnit) + " GiB) + reduce-scatter " + gib(reduce) + " GiB", bytes));
         }
 
-        /** TRL generates the whole generation batch (micro × accumulation completions per device) with one cache. */
+        /** TRL generates the whole generation batch (by default micro × accumulation completions per device) at once. */
         private void kvCache(Objective.Grpo g) {
-            long sequences = (long) s.microBatch() * s.gradientAccumulation();
+            long sequences = g.generationBatch() > 0 ? g.generationBatch() : (long) s.microBatch() * s.gradientAccumulation();
             long length = g.maxPromptLength() + g.maxCompletionLength();
             long perToken = 2L * c.numHiddenLayers() * c.numKeyValueHeads() * c.headDim() * r.activation();
             long sampling = sequences * c.vocabSize() * 4L;

@@ -23,8 +23,10 @@ public sealed interface Objective {
      * GRPO: {@code numGenerations} sampled completions per prompt, scored, then trained on.
      *
      * @param beta KL weight; 0 means no reference policy is evaluated at all
+     * @param generationBatch completions generated together per device; 0 for TRL's default, micro × accumulation
      */
-    record Grpo(int numGenerations, int maxPromptLength, int maxCompletionLength, double beta) implements Objective {
+    record Grpo(int numGenerations, int maxPromptLength, int maxCompletionLength, double beta, int generationBatch)
+            implements Objective {
         public String label() {
             return "GRPO (" + numGenerations + " generations, prompt ≤ " + maxPromptLength + ", completion ≤ "
                     + maxCompletionLength + ")";

@@ -85,7 +85,7 @@ public record TrainingSetup(
         if (objective instanceof Objective.Grpo g) {
             // Keep the prompt/completion split, scaled to the new total.
             int prompt = Math.max(1, (int) ((long) g.maxPromptLength() * length / trainedSequenceLength()));
-            shorter = new Objective.Grpo(g.numGenerations(), prompt, Math.max(1, length - prompt), g.beta());
+            shorter = new Objective.Grpo(g.numGenerations(), prompt, Math.max(1, length - prompt), g.beta(), g.generationBatch());
         }
         return new TrainingSetup(modelName, model, adapter, precision, optimizer, microBatch, gradientAccumulation,
                 length, gradientCheckpointing, shorter, sharding, hardware, kernels);

@@ -113,7 +113,7 @@ class MemoryModelTest {
 
     @Test
     void grpoAddsAGenerationPhaseWithAKvCache() {
-        Objective.Grpo grpo = new Objective.Grpo(8, 512, 1024, 0.04);
+        Objective.Grpo grpo = new Objective.Grpo(8, 512, 1024, 0.04, 0);
         MemoryEstimate e = MemoryModel.estimate(setup(LLAMA_8B, LORA, PrecisionRegime.BF16_PURE, grpo, Sharding.SINGLE, 1));
         assertTrue(e.phases().contains(Phase.GENERATION));
         long sequences = 2L * 4;
@@ -194,6 +194,7 @@ class MemoryModelTest {
     @Test
     void sizesAndMeminfoParse(@TempDir Path dir) throws IOException {
         assertEquals(80 * GIB, Hardware.parseSize("80GiB", "k"));
+        assertEquals(80 * GIB, Hardware.parseSize("80G", "k"));
         assertEquals(40_000_000_000L, Hardware.parseSize("40 GB", "k"));
         assertEquals(512L << 20, Hardware.parseSize("512MiB", "k"));
         assertThrows(UserError.class, () -> Hardware.parseSize("lots", "gpu_memory"));
