@@ -1,8 +1,11 @@
 package dev.finetune.recipes.plan;
 
+import dev.finetune.recipes.AdapterSpec;
 import dev.finetune.recipes.Recipe;
 import dev.finetune.recipes.UserError;
 import dev.finetune.recipes.model.ModelConfig;
+import dev.finetune.recipes.model.ModelParameters;
+import java.util.stream.Collectors;
 
 /**
  * The one mapping from a validated {@link Recipe} to the memory model's {@link TrainingSetup}: which precision regime,
@@ -20,6 +23,7 @@ public final class RecipeSetup {
      */
     public static TrainingSetup of(Recipe recipe, String modelName, ModelConfig model, Hardware hardware,
             PrecisionRegime regime, int micro, int accumulation, int generationBatch) {
+        requireTargets(recipe.adapter(), model);
         Recipe.Training t = recipe.training();
         boolean checkpointing = t.gradientCheckpointing()
                 || (recipe.distributed().fsdp() != null && recipe.distributed().fsdp().activationCheckpointing());
@@ -27,6 +31,17 @@ public final class RecipeSetup {
                 regime != null ? regime : regime(recipe, hardware), optimizer(t.optimizer()), micro, accumulation,
                 t.sequenceLen(), checkpointing, objective(recipe.objective(), t.sequenceLen(), generationBatch),
                 sharding(recipe, hardware), hardware, Kernels.ours());
+    }
+
+    /** A LoRA whose targets name no linear of this architecture would train nothing (Phi-3 has no {@code q_proj}). */
+    static void requireTargets(AdapterSpec adapter, ModelConfig model) {
+        if (adapter instanceof AdapterSpec.Lora && model.parameters().loraTargets(adapter).isEmpty()) {
+            String linears = model.parameters().layer().stream()
+                    .filter(t -> t.kind() == ModelParameters.Kind.LINEAR)
+                    .map(ModelParameters.Tensor::shortName).distinct().collect(Collectors.joining(", "));
+            throw new UserError("lora_target_modules", "matches no linear layer of this " + model.modelType() + " model",
+                    "its linears are " + linears + "; or set lora_target_linear: true");
+        }
     }
 
     /**

@@ -96,6 +96,15 @@ class RecipeSetupTest {
     }
 
     @Test
+    void loraTargetsThatMatchNothingAreAnError() {
+        ModelConfig phi3 = KnownModels.lookup("microsoft/Phi-3-mini-4k-instruct").orElseThrow();
+        AdapterSpec qv = new AdapterSpec.Lora(8, 16, 0, List.of("q_proj", "v_proj"), false, false, null);
+        Recipe r = recipe(qv, Recipe.Flag.TRUE, null, true, new Recipe.Objective.Sft(), null, new Recipe.Hardware.Unspecified());
+        UserError e = assertThrows(UserError.class, () -> RecipeSetup.of(r, "phi3", phi3, ONE_24, null, 1, 1, 0));
+        assertTrue(e.oneLine().contains("qkv_proj"), e.oneLine());
+    }
+
+    @Test
     void gpusWithoutMemoryAskForIt() {
         UserError e = assertThrows(UserError.class, () -> RecipeSetup.hardware(new Recipe.Hardware.Gpus(8, 1, null)));
         assertTrue(e.oneLine().contains("--gpu-memory"), e.oneLine());
