@@ -193,12 +193,12 @@ class MemoryModelTest {
 
     @Test
     void sizesAndMeminfoParse(@TempDir Path dir) throws IOException {
-        assertEquals(80 * GIB, Hardware.parseSize("80GiB", "k"));
-        assertEquals(80 * GIB, Hardware.parseSize("80G", "k"));
-        assertEquals(40_000_000_000L, Hardware.parseSize("40 GB", "k"));
-        assertEquals(512L << 20, Hardware.parseSize("512MiB", "k"));
-        assertThrows(UserError.class, () -> Hardware.parseSize("lots", "gpu_memory"));
-        assertThrows(UserError.class, () -> Hardware.parseSize("80 parsecs", "gpu_memory"));
+        assertEquals(80 * GIB, MemorySize.parse("80GiB", "k"));
+        assertEquals(80 * GIB, MemorySize.parse("80G", "k"));
+        assertEquals(40_000_000_000L, MemorySize.parse("40 GB", "k"));
+        assertEquals(512L << 20, MemorySize.parse("512MiB", "k"));
+        assertThrows(UserError.class, () -> MemorySize.parse("lots", "gpu_memory"));
+        assertThrows(UserError.class, () -> MemorySize.parse("80 parsecs", "gpu_memory"));
         Path meminfo = dir.resolve("meminfo");
         Files.writeString(meminfo, "MemTotal:       16315060 kB\nMemFree:         1000 kB\n");
         assertEquals(16315060L * 1024, Hardware.memTotal(meminfo));
