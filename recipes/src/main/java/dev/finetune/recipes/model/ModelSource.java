@@ -42,7 +42,7 @@ public sealed interface ModelSource {
             return new Found(ModelConfig.read(local), local.resolve("config.json").toString());
         }
         return KnownModels.lookup(baseModel)
-                .<ModelSource>map(c -> new Found(c, "built-in table (" + baseModel + ")"))
+                .<ModelSource>map(c -> new Found(c, "built-in table"))
                 .orElseGet(() -> new Unknown(baseModel));
     }
 
