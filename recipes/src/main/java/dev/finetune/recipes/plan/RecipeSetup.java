@@ -59,13 +59,17 @@ public final class RecipeSetup {
     }
 
     /**
-     * What our trainers hold per parameter: fp32 throughout on CPU (DESIGN.md §5); on GPU with bf16/fp16, 16-bit
-     * weights and compute with fp32 master weights and moments for whatever is trained (FSDP2 mixed precision; PEFT
-     * keeps adapters in fp32), which is also what Axolotl's AMP path costs.
+     * What a recipe costs per parameter, read the way Axolotl runs it: fp32 throughout on CPU (our CPU trainer,
+     * DESIGN.md §5); on GPU with bf16/fp16 the model is loaded in 16 bits, so a full fine-tune keeps gradients and
+     * torch AdamW's moments in 16 bits too (pure bf16, 8 B/param, as HF Trainer and torchtune do), while LoRA adapters
+     * are kept in fp32 by PEFT (16 B per adapter parameter, the mixed-precision row). {@code --precision} overrides.
      */
     public static PrecisionRegime regime(Recipe recipe, Hardware hardware) {
         boolean gpu = hardware instanceof Hardware.Gpus;
-        return recipe.precision().compute(gpu) == Recipe.ComputeDtype.FP32 ? PrecisionRegime.FP32 : PrecisionRegime.MIXED_FP32_MASTER;
+        if (recipe.precision().compute(gpu) == Recipe.ComputeDtype.FP32) {
+            return PrecisionRegime.FP32;
+        }
+        return recipe.adapter() instanceof AdapterSpec.Lora ? PrecisionRegime.MIXED_FP32_MASTER : PrecisionRegime.BF16_PURE;
     }
 
     /** {@code fsdp_config} shards (with offload when asked); several devices without it replicate (DDP). */

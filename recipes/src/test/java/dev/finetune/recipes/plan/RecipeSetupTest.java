@@ -59,6 +59,7 @@ class RecipeSetupTest {
                 new Recipe.Objective.Sft(), fsdp, new Recipe.Hardware.Unspecified());
         TrainingSetup s = RecipeSetup.of(full, "llama", LLAMA_8B, EIGHT_80, null, 2, 4, 0);
         assertEquals(Sharding.FSDP_FULL_SHARD, s.sharding());
+        assertEquals(PrecisionRegime.BF16_PURE, s.precision(), "a full bf16 fine-tune keeps AdamW state in bf16");
         assertTrue(s.gradientCheckpointing(), "fsdp_config.activation_checkpointing turns checkpointing on");
         assertEquals(64, s.globalBatch());
         Recipe.Fsdp offload = new Recipe.Fsdp(2, true, true, false, true, null, null, null);
