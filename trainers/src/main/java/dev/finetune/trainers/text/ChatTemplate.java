@@ -22,8 +22,8 @@ public final class ChatTemplate {
     ChatTemplate(String name, String source, Tokenizer.SpecialTokens special) {
         this.name = name;
         this.source = source;
-        this.adapted = Jinja.adapt(source);
-        Map<String, Object> tokens = new HashMap<>();
+        this.adapted = JinjaSource.adapt(source);
+        Map<String, Object> tokens = new HashMap<>(Jinja.GLOBALS);
         putIfSet(tokens, "bos_token", special.bos());
         putIfSet(tokens, "eos_token", special.eos());
         putIfSet(tokens, "pad_token", special.pad());

@@ -137,11 +137,35 @@ class ChatTemplatesTest {
     }
 
     @Test
-    void notBeforeAComparisonIsRefusedNotMisread() {
-        String misread = "{% for m in messages %}{% if not m.role == 'system' %}{{ m.content }}{% endif %}{% endfor %}";
-        UserError error = assertThrows(UserError.class, () -> ChatTemplates.resolve("jinja", misread, tokenizer, "recipe.yaml:3"));
-        assertTrue(error.oneLine().startsWith("recipe.yaml:3: "), error.oneLine());
-        assertTrue(error.getMessage().contains("not m.role =="), error.getMessage());
+    void notBindsLooserThanComparisonsAsInJinja2() {
+        String negated = "{% for m in messages %}{% if not m.role == 'system' and not m.content in ['Bye'] %}{{ m.content }};{% endif %}{% endfor %}"
+                + "{{- ' ' ~ (not messages[0]['role'] == 'user') -}}";
+        assertEquals("Hi there;Hello.;Goodbye.; true", ChatTemplates.resolve("jinja", negated, tokenizer, "k").render(WITH_SYSTEM, false));
+    }
+
+    @Test
+    void pythonStringMethodsNamespaceArithmeticAndReversedSlices() {
+        String pythonic = "{%- set ns = namespace(last=messages|length - 1, found=false) -%}"
+                + "{%- for m in messages[::-1] -%}{%- if not ns.found and m.content.startswith('By') -%}"
+                + "{%- set ns.found = true -%}{%- set ns.last = messages|length - 1 - loop.index0 -%}{%- endif -%}{%- endfor -%}"
+                + "{{ ns.last }}|{{ 'a.b.c'.split('.') | join('+') }}|{{ '\\n x \\n'.strip() }}|{{ '--x--'.rstrip('-') }}"
+                + "|{{ ', '.join(['a', 'b']) }}|{{ 'x</think>y'.split('</think>')[-1] }}\n";
+        assertEquals("3|a+b+c|x|--x|a, b|y", ChatTemplates.resolve("jinja", pythonic, tokenizer, "k").render(WITH_SYSTEM, false));
+    }
+
+    @Test
+    void transformersEnvironmentFeatures() {
+        // Indented the way model repositories write templates: {{- and {%- must eat the indentation and newlines.
+        String indented = "{%- for message in messages %}\n"
+                + "    {%- if message.role == 'assistant' %}\n"
+                + "        {{- '<A>' }}{% generation %}{{ message.content }}{% endgeneration %}{{- '</A>' }}\n"
+                + "    {%- else %}\n"
+                + "        {{- '<' + message.role[0] + '>' + message.content }}\n"
+                + "    {%- endif %}\n"
+                + "{%- endfor %}\n"
+                + "{{- 'date:' ~ (strftime_now is defined) }}\n";
+        assertEquals("<s>You are terse.<u>Hi there<A>Hello.</A><u>Bye<A>Goodbye.</A>date:true",
+                ChatTemplates.resolve("jinja", indented, tokenizer, "k").render(WITH_SYSTEM, false));
     }
 
     @Test
