@@ -25,21 +25,6 @@ class LoraProjectionTest {
         return new AdapterSpec.Lora(r, alpha, dropout, List.of("up_proj", "down_proj"), false, false, null);
     }
 
-    /** Gives every B a random value: with PEFT's B = 0 start, A's gradient is identically zero. */
-    private static void randomizeB(TinyNet net, long seed) {
-        for (NamedArray param : net.trainable()) {
-            if (param.name().endsWith("lora_B.weight")) {
-                NDArray b = param.array();
-                NDArray values = TinyNet.random(b.getManager(), b.getShape(), seed++, 0.5, DataType.FLOAT64);
-                if (b.getDataType() == DataType.FLOAT64) {
-                    b.set(values.toDoubleArray());
-                } else {
-                    b.set(values.toType(DataType.FLOAT32, false).toFloatArray());
-                }
-            }
-        }
-    }
-
     private static double loss(TinyNet net, NDArray x, NDArray probe) {
         try (NDScope ignored = new NDScope()) {
             return net.forward(x).mul(probe).sum().toDoubleArray()[0];
@@ -52,7 +37,7 @@ class LoraProjectionTest {
             Map<String, NDArray> weights = TinyNet.baseWeights(manager, 5, 4, 3, 1, DataType.FLOAT64);
             LoraFactory factory = new LoraFactory(lora(2, 3, 0), manager, 42);
             TinyNet net = new TinyNet(factory, weights);
-            randomizeB(net, 100);
+            net.randomizeB(100);
             NDArray x = TinyNet.random(manager, new Shape(3, 5), 7, 1, DataType.FLOAT64);
             NDArray probe = TinyNet.random(manager, new Shape(3, 3), 8, 1, DataType.FLOAT64);
 
@@ -127,7 +112,7 @@ class LoraProjectionTest {
             TinyNet base = new TinyNet(PlainProjection.frozenFactory(), weights);
             LoraFactory factory = new LoraFactory(lora(4, 8, 0.1), manager, 5);
             TinyNet adapted = new TinyNet(factory, weights);
-            randomizeB(adapted, 9);
+            adapted.randomizeB(9);
             NDArray x = TinyNet.random(manager, new Shape(2, 16), 3, 1, DataType.FLOAT32);
             float[] expected = base.forward(x).toFloatArray();
             factory.adapters().setTraining(true);
@@ -149,7 +134,7 @@ class LoraProjectionTest {
             Map<String, NDArray> weights = TinyNet.baseWeights(manager, 32, 16, 8, 2, DataType.FLOAT32);
             LoraFactory factory = new LoraFactory(lora(4, 8, 0.5), manager, 5);
             TinyNet adapted = new TinyNet(factory, weights);
-            randomizeB(adapted, 9);
+            adapted.randomizeB(9);
             NDArray x = TinyNet.random(manager, new Shape(4, 32), 3, 1, DataType.FLOAT32);
             float[] eval1 = adapted.forward(x).toFloatArray();
             float[] eval2 = adapted.forward(x).toFloatArray();

@@ -14,30 +14,30 @@ import java.util.Map;
 import java.util.Random;
 
 /** Two projections with a tanh between them, built through a factory exactly as the model builds its layers. */
-final class TinyNet {
-    static final String UP = "model.layers.0.mlp.up_proj";
-    static final String DOWN = "model.layers.0.mlp.down_proj";
+public final class TinyNet {
+    public static final String UP = "model.layers.0.mlp.up_proj";
+    public static final String DOWN = "model.layers.0.mlp.down_proj";
 
-    final Projection up;
-    final Projection down;
+    public final Projection up;
+    public final Projection down;
 
-    TinyNet(ProjectionFactory factory, Map<String, NDArray> weights) {
+    public TinyNet(ProjectionFactory factory, Map<String, NDArray> weights) {
         up = factory.create(UP, weights.get(UP + ".weight"), weights.get(UP + ".bias"));
         down = factory.create(DOWN, weights.get(DOWN + ".weight"), null);
     }
 
-    NDArray forward(NDArray x) {
+    public NDArray forward(NDArray x) {
         return down.forward(up.forward(x).tanh());
     }
 
-    List<NamedArray> trainable() {
+    public List<NamedArray> trainable() {
         List<NamedArray> all = new ArrayList<>(up.trainable());
         all.addAll(down.trainable());
         return all;
     }
 
     /** Base weights in HF names: up [hidden, in] with bias, down [out, hidden]. */
-    static Map<String, NDArray> baseWeights(NDManager manager, int in, int hidden, int out, long seed,
+    public static Map<String, NDArray> baseWeights(NDManager manager, int in, int hidden, int out, long seed,
             DataType type) {
         Map<String, NDArray> weights = new LinkedHashMap<>();
         weights.put(UP + ".weight", random(manager, new Shape(hidden, in), seed, 0.3, type));
@@ -46,7 +46,7 @@ final class TinyNet {
         return weights;
     }
 
-    static NDArray random(NDManager manager, Shape shape, long seed, double scale, DataType type) {
+    public static NDArray random(NDManager manager, Shape shape, long seed, double scale, DataType type) {
         Random random = new Random(seed);
         double[] values = new double[Math.toIntExact(shape.size())];
         for (int i = 0; i < values.length; i++) {
@@ -56,9 +56,24 @@ final class TinyNet {
     }
 
     /** Copies every array so a factory that takes ownership (QLoRA closes dense weights) cannot touch the original. */
-    static Map<String, NDArray> copy(Map<String, NDArray> weights) {
+    public static Map<String, NDArray> copy(Map<String, NDArray> weights) {
         Map<String, NDArray> copy = new LinkedHashMap<>();
         weights.forEach((name, array) -> copy.put(name, array.duplicate()));
         return copy;
+    }
+
+    /** Gives every B a random value: with PEFT's B = 0 start, A's gradient and the adapter's effect are zero. */
+    public void randomizeB(long seed) {
+        for (NamedArray param : trainable()) {
+            if (param.name().endsWith("lora_B.weight")) {
+                NDArray b = param.array();
+                NDArray values = random(b.getManager(), b.getShape(), seed++, 0.5, DataType.FLOAT64);
+                if (b.getDataType() == DataType.FLOAT64) {
+                    b.set(values.toDoubleArray());
+                } else {
+                    b.set(values.toType(DataType.FLOAT32, false).toFloatArray());
+                }
+            }
+        }
     }
 }
