@@ -3,6 +3,7 @@ package dev.finetune.adapters.lora;
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDManager;
 import ai.djl.ndarray.types.DataType;
+import ai.djl.ndarray.types.Shape;
 import dev.finetune.adapters.PlainProjection;
 import dev.finetune.adapters.Projection;
 import dev.finetune.adapters.ProjectionFactory;
@@ -65,9 +66,10 @@ public final class LoraFactory implements ProjectionFactory {
             return base;
         }
         matched.add(name);
-        NDArray[] ab = LoraProjection.initialWeights(name, spec.r(), in, out, seed, parameters, type);
+        NDArray a = LoraProjection.initialA(name, spec.r(), in, seed, parameters, type);
+        NDArray b = parameters.zeros(new Shape(out, spec.r()), type);
         float scaling = (float) spec.scaling();
-        return new LoraProjection(base, ab[0], ab[1], scaling, scalars.of(scaling), spec.dropout(), adapters);
+        return new LoraProjection(base, a, b, scaling, scalars.of(scaling), spec.dropout(), adapters);
     }
 
     /** The layers that got an adapter, in build order; a recipe that matched nothing is a {@link UserError}. */

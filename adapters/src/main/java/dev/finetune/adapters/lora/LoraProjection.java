@@ -50,21 +50,18 @@ public final class LoraProjection implements Projection {
     }
 
     /**
-     * PEFT's default initialisation: A ~ U(-1/√in, 1/√in) (Kaiming-uniform with a = √5, as nn.Linear does),
-     * B = 0, so training starts exactly at the base model. A's values depend only on {@code seed} and the layer
+     * PEFT's default A: U(-1/√in, 1/√in), which is Kaiming-uniform with a = √5 as nn.Linear does it. (B starts at
+     * zero, so training starts exactly at the base model.) The values depend only on {@code seed} and the layer
      * name, so they do not change when layers are built in another order.
      */
-    public static NDArray[] initialWeights(String name, int rank, long in, long out, long seed, NDManager manager,
-            DataType type) {
+    public static NDArray initialA(String name, int rank, long in, long seed, NDManager manager, DataType type) {
         SplittableRandom random = new SplittableRandom(seed ^ stableHash(name));
         double bound = 1.0 / Math.sqrt(in);
         float[] values = new float[Math.toIntExact(rank * in)];
         for (int i = 0; i < values.length; i++) {
             values[i] = (float) ((random.nextDouble() * 2 - 1) * bound);
         }
-        NDArray a = HostArrays.floats(manager, values, new Shape(rank, in), type);
-        NDArray b = manager.zeros(new Shape(out, rank), type);
-        return new NDArray[] {a, b};
+        return HostArrays.floats(manager, values, new Shape(rank, in), type);
     }
 
     @Override
