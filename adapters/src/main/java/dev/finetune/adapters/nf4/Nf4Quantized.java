@@ -83,6 +83,7 @@ public record Nf4Quantized(Shape shape, int blockSize, byte[] packed, Scales sca
     }
 
     /** Quantizes a float weight of any shape (float16/32/64 read as float32), streaming it in chunks. */
+    @SuppressWarnings("try") // the scope only collects the chunk temporaries
     public static Nf4Quantized quantize(NDArray weight, AdapterSpec.Nf4 spec) {
         long size = weight.size();
         Builder builder = new Builder(weight.getShape(), spec.blockSize());

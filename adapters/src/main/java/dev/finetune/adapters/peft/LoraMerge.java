@@ -50,6 +50,7 @@ public final class LoraMerge {
     }
 
     /** Sums in float32 (float64 stays float64) and casts back, so half-precision bases lose nothing extra. */
+    @SuppressWarnings("try") // the scope only collects temporaries
     private static NDArray mergedWeight(NDArray weight, NDArray a, NDArray b, double scaling) {
         DataType compute = weight.getDataType() == DataType.FLOAT64 ? DataType.FLOAT64 : DataType.FLOAT32;
         try (NDScope temporaries = new NDScope()) {

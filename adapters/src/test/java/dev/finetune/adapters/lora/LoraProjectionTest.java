@@ -19,6 +19,7 @@ import java.util.List;
 import java.util.Map;
 import org.junit.jupiter.api.Test;
 
+@SuppressWarnings("try") // scopes and switch handles are held only for their extent
 class LoraProjectionTest {
 
     private static AdapterSpec.Lora lora(int r, double alpha, double dropout) {

@@ -26,6 +26,7 @@ import java.util.List;
 import java.util.Map;
 import org.junit.jupiter.api.Test;
 
+@SuppressWarnings("try") // scopes are held only for their extent
 class QloraTest {
     private static final AdapterSpec.Nf4 NF4 = new AdapterSpec.Nf4(64, true);
 

@@ -14,6 +14,7 @@ import java.util.Random;
  * Prints NF4 costs for one 2048×2048 weight: Java quantization time, per-forward dequantization time (median of
  * timed repeats) and stored bytes per parameter. Run alone on the machine (OpenMP threads collapse under load).
  */
+@SuppressWarnings("try") // scopes are held only for their extent
 public final class Nf4Bench {
     public static void main(String[] args) {
         int rows = 2048;

@@ -14,6 +14,7 @@ import dev.finetune.recipes.AdapterSpec;
 import java.util.Random;
 import org.junit.jupiter.api.Test;
 
+@SuppressWarnings("try") // scopes are held only for their extent
 class Nf4QuantizationTest {
     private static final AdapterSpec.Nf4 PLAIN = new AdapterSpec.Nf4(64, false);
     private static final AdapterSpec.Nf4 DOUBLE = new AdapterSpec.Nf4(64, true);
