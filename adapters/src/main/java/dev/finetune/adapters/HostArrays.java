@@ -2,6 +2,7 @@ package dev.finetune.adapters;
 
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDManager;
+import ai.djl.ndarray.NDScope;
 import ai.djl.ndarray.types.DataType;
 import ai.djl.ndarray.types.Shape;
 import java.nio.ByteBuffer;
@@ -34,7 +35,9 @@ public final class HostArrays {
     private static NDArray owned(NDManager manager, ByteBuffer data, Shape shape, DataType stored, DataType wanted) {
         try (NDArray wrapped = manager.create(data.rewind(), shape, stored)) {
             // duplicate() and a converting toType() both allocate engine memory, detached from the Java buffer.
-            return stored == wanted ? wrapped.duplicate() : wrapped.toType(wanted, true);
+            NDArray owned = stored == wanted ? wrapped.duplicate() : wrapped.toType(wanted, true);
+            NDScope.unregister(owned);
+            return owned;
         }
     }
 }

@@ -2,6 +2,7 @@ package dev.finetune.adapters.lora;
 
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDManager;
+import ai.djl.ndarray.NDScope;
 import ai.djl.ndarray.types.DataType;
 import ai.djl.ndarray.types.Shape;
 import dev.finetune.adapters.PlainProjection;
@@ -68,6 +69,7 @@ public final class LoraFactory implements ProjectionFactory {
         matched.add(name);
         NDArray a = LoraProjection.initialA(name, spec.r(), in, seed, parameters, type);
         NDArray b = parameters.zeros(new Shape(out, spec.r()), type);
+        NDScope.unregister(b); // a parameter, even if the model happens to be built inside a step scope
         float scaling = (float) spec.scaling();
         return new LoraProjection(base, a, b, scaling, scalars.of(scaling), spec.dropout(), adapters);
     }

@@ -131,4 +131,18 @@ class QloraTest {
             }
         }
     }
+
+    @Test
+    void layersBuiltInsideAStepScopeOutliveIt() {
+        try (NDManager manager = NDManager.newBaseManager()) {
+            Map<String, NDArray> weights = TinyNet.baseWeights(manager, 64, 64, 64, 4, DataType.FLOAT32);
+            TinyNet net;
+            try (NDScope buildScope = new NDScope()) {
+                net = new TinyNet(new LoraFactory(spec(NF4), manager, 3), weights);
+            }
+            net.randomizeB(1);
+            NDArray x = TinyNet.random(manager, new Shape(2, 64), 10, 1, DataType.FLOAT32);
+            assertEquals(2 * 64, net.forward(x).toFloatArray().length);
+        }
+    }
 }
