@@ -6,6 +6,7 @@ import ai.djl.ndarray.index.NDIndex;
 import ai.djl.ndarray.types.DataType;
 import ai.djl.ndarray.types.Shape;
 import dev.finetune.recipes.AdapterSpec;
+import java.util.stream.IntStream;
 
 /**
  * A weight quantized to NF4 in Java: two 4-bit code indices per byte (first value in the high nibble, as
@@ -143,23 +144,27 @@ public record Nf4Quantized(Shape shape, int blockSize, byte[] packed, Scales sca
             this.absmax = new float[(int) blocks];
         }
 
+        /** Blocks are independent and own whole bytes (even block size), so they are packed in parallel. */
         void add(float[] values) {
+            int firstBlock = (int) (position / blockSize);
+            int count = (values.length + blockSize - 1) / blockSize;
+            IntStream.range(0, count).parallel().forEach(k -> packBlock(values, k * blockSize, firstBlock + k));
+            position += (long) count * blockSize;
+        }
+
+        private void packBlock(float[] values, int offset, int block) {
+            int length = Math.min(blockSize, values.length - offset);
+            float max = 0f;
+            for (int j = 0; j < length; j++) {
+                max = Math.max(max, Math.abs(values[offset + j]));
+            }
+            absmax[block] = max;
             int zeroCode = Codebook.NF4.nearest(0f);
-            for (int offset = 0; offset < values.length; offset += blockSize) {
-                int length = Math.min(blockSize, values.length - offset);
-                int block = (int) (position / blockSize);
-                float max = 0f;
-                for (int j = 0; j < length; j++) {
-                    max = Math.max(max, Math.abs(values[offset + j]));
-                }
-                absmax[block] = max;
-                for (int j = 0; j < blockSize; j++) {
-                    int code = j < length && max > 0f ? Codebook.NF4.nearest(values[offset + j] / max) : zeroCode;
-                    long index = position + j;
-                    int at = (int) (index >> 1);
-                    packed[at] = (byte) ((index & 1) == 0 ? code << 4 : (packed[at] & 0xF0) | code);
-                }
-                position += blockSize;
+            int at = (int) ((long) block * blockSize / 2);
+            for (int j = 0; j < blockSize; j += 2) {
+                int high = j < length && max > 0f ? Codebook.NF4.nearest(values[offset + j] / max) : zeroCode;
+                int low = j + 1 < length && max > 0f ? Codebook.NF4.nearest(values[offset + j + 1] / max) : zeroCode;
+                packed[at + j / 2] = (byte) (high << 4 | low);
             }
         }
 

@@ -5,8 +5,10 @@ import ai.djl.ndarray.NDManager;
 import ai.djl.ndarray.NDScope;
 import ai.djl.ndarray.types.DataType;
 import ai.djl.ndarray.types.Shape;
+import ai.djl.pytorch.jni.JniUtils;
 import dev.finetune.adapters.HostArrays;
 import dev.finetune.recipes.AdapterSpec;
+import java.lang.management.ManagementFactory;
 import java.util.Arrays;
 import java.util.Random;
 
@@ -16,6 +18,12 @@ import java.util.Random;
  */
 @SuppressWarnings("try") // scopes are held only for their extent
 public final class Nf4Bench {
+    /** CPU time of the whole process, engine threads included: a ratio far below the thread count means contention. */
+    private static long processCpuNanos() {
+        return ((com.sun.management.OperatingSystemMXBean) ManagementFactory.getOperatingSystemMXBean())
+                .getProcessCpuTime();
+    }
+
     public static void main(String[] args) {
         int rows = 2048;
         int cols = 2048;
@@ -35,6 +43,8 @@ public final class Nf4Bench {
                 double quantizeMs = (System.nanoTime() - start) / 1e6;
                 Nf4Weight weight = Nf4Weight.upload(quantized, manager, DataType.FLOAT32);
                 double[] times = new double[repeats];
+                long cpuStart = processCpuNanos();
+                long wallStart = System.nanoTime();
                 for (int i = -5; i < repeats; i++) {
                     try (NDManager step = manager.newSubManager(); NDScope ignored = new NDScope()) {
                         long t0 = System.nanoTime();
@@ -45,11 +55,14 @@ public final class Nf4Bench {
                         }
                     }
                 }
+                double cpuPerWall = (processCpuNanos() - cpuStart) / (double) (System.nanoTime() - wallStart);
                 Arrays.sort(times);
                 System.out.printf("NF4 %dx%d double_quant=%s: quantize (Java) %.0f ms, dequantize median %.2f ms"
-                                + " (min %.2f, max %.2f, n=%d), stored %d bytes = %.4f bytes/param (float32: 4)%n",
+                                + " (min %.2f, max %.2f, n=%d, process CPU/wall %.2f with %d engine threads), stored %d bytes"
+                                + " = %.4f bytes/param (float32: 4)%n",
                         rows, cols, doubleQuant, quantizeMs, times[repeats / 2], times[0], times[repeats - 1],
-                        repeats, quantized.storageBytes(), quantized.storageBytes() / (double) (rows * cols));
+                        repeats, cpuPerWall, JniUtils.getNumThreads(), quantized.storageBytes(),
+                        quantized.storageBytes() / (double) (rows * cols));
             }
         }
     }
