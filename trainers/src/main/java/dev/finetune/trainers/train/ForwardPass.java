@@ -1,0 +1,148 @@
+package dev.finetune.trainers.train;
+
+import ai.djl.engine.Engine;
+import ai.djl.ndarray.NDArray;
+import ai.djl.ndarray.NDScope;
+import ai.djl.pytorch.engine.PtNDArray;
+import ai.djl.pytorch.jni.JniUtils;
+import ai.djl.training.GradientCollector;
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * How an {@link Objective} runs the model during a training micro step, and how the loss gets back-propagated.
+ *
+ * <p>Both kinds reseed the engine's random generator before every layer from the micro step's seed, so a layer
+ * draws the same dropout masks whether it runs once ({@link Direct}) or twice ({@link Recomputing}); that makes
+ * the two give the same gradients, and makes a resumed run draw what the uninterrupted one drew.
+ */
+public sealed interface ForwardPass {
+
+    /** {@code inputs → logits [B, T, V]}; may be called several times per micro step (DPO: chosen and rejected). */
+    NDArray logits(ModelInputs inputs);
+
+    /** Back-propagates {@code loss} into the gradients of the model's trainable arrays. */
+    void backward(NDArray loss, GradientCollector collector);
+
+    static ForwardPass of(TrainableModel model, long microStepSeed, boolean recompute) {
+        return recompute ? new Recomputing(model, microStepSeed) : new Direct(model, microStepSeed);
+    }
+
+    /** Keeps every intermediate for backward: fastest, most memory. */
+    final class Direct implements ForwardPass {
+        private final TrainableModel model;
+        private final long seed;
+
+        Direct(TrainableModel model, long seed) {
+            this.model = model;
+            this.seed = seed;
+        }
+
+        @Override
+        public NDArray logits(ModelInputs inputs) {
+            NDArray hidden = model.embed(inputs);
+            List<? extends TrainableModel.Layer> layers = model.layers();
+            for (int i = 0; i < layers.size(); i++) {
+                reseed(seed, i);
+                hidden = layers.get(i).forward(hidden, inputs);
+            }
+            return model.finalNormAndHead(hidden);
+        }
+
+        @Override
+        public void backward(NDArray loss, GradientCollector collector) {
+            collector.backward(loss);
+        }
+    }
+
+    /**
+     * Activation checkpointing: layers run without a graph, only each layer's input is kept, and the backward walk
+     * recomputes one layer at a time under the graph, top to bottom. Each layer runs in its own {@link NDScope}
+     * because DJL keeps every intermediate alive until its wrapper is closed, graph or not; without the scopes
+     * recomputation would save nothing (djl-feasibility.md §2).
+     */
+    final class Recomputing implements ForwardPass {
+        private final TrainableModel model;
+        private final long seed;
+        private final List<Tape> tapes = new ArrayList<>();
+
+        /** One forward call: its inputs and every layer's input; the last entry is the final hidden state. */
+        private record Tape(ModelInputs inputs, List<NDArray> layerInputs) {}
+
+        Recomputing(TrainableModel model, long seed) {
+            this.model = model;
+            this.seed = seed;
+        }
+
+        @Override
+        public NDArray logits(ModelInputs inputs) {
+            List<? extends TrainableModel.Layer> layers = model.layers();
+            List<NDArray> kept = new ArrayList<>(layers.size() + 1);
+            boolean gradMode = JniUtils.isGradMode();
+            JniUtils.setGradMode(false);
+            try {
+                NDArray hidden = model.embed(inputs);
+                kept.add(hidden);
+                for (int i = 0; i < layers.size(); i++) {
+                    reseed(seed, i);
+                    hidden = inOwnScope(layers.get(i), hidden, inputs);
+                    kept.add(hidden);
+                }
+            } finally {
+                JniUtils.setGradMode(gradMode);
+            }
+            NDArray last = kept.get(kept.size() - 1);
+            last.setRequiresGradient(true);
+            tapes.add(new Tape(inputs, kept));
+            return model.finalNormAndHead(last);
+        }
+
+        @Override
+        public void backward(NDArray loss, GradientCollector collector) {
+            collector.backward(loss);
+            List<? extends TrainableModel.Layer> layers = model.layers();
+            for (int t = tapes.size() - 1; t >= 0; t--) {
+                Tape tape = tapes.get(t);
+                NDArray upstream = tape.layerInputs.get(layers.size()).getGradient();
+                for (int i = layers.size() - 1; i >= 0; i--) {
+                    upstream = recomputeLayer(layers.get(i), i, tape, upstream);
+                }
+                NDArray embedded = model.embed(tape.inputs);
+                if (embedded.hasGradient()) {
+                    JniUtils.backward((PtNDArray) embedded, (PtNDArray) upstream, false, false);
+                }
+            }
+            tapes.clear();
+        }
+
+        /** Recomputes layer {@code i} under the graph, back-propagates {@code upstream}, returns its input's gradient. */
+        private NDArray recomputeLayer(TrainableModel.Layer layer, int i, Tape tape, NDArray upstream) {
+            NDArray input = tape.layerInputs.get(i);
+            input.setRequiresGradient(true);
+            NDArray inputGradient;
+            try (NDScope scope = new NDScope()) {
+                reseed(seed, i);
+                NDArray output = layer.forward(input, tape.inputs);
+                JniUtils.backward((PtNDArray) output, (PtNDArray) upstream, false, false);
+                inputGradient = input.getGradient();
+                NDScope.unregister(inputGradient);
+            }
+            NDScope.register(inputGradient);
+            return inputGradient;
+        }
+
+        private static NDArray inOwnScope(TrainableModel.Layer layer, NDArray hidden, ModelInputs inputs) {
+            NDArray output;
+            try (NDScope scope = new NDScope()) {
+                output = layer.forward(hidden, inputs);
+                NDScope.unregister(output);
+            }
+            NDScope.register(output);
+            return output;
+        }
+    }
+
+    private static void reseed(long microStepSeed, int layer) {
+        Engine.getInstance().setRandomSeed(Seeds.derive(microStepSeed, layer));
+    }
+}
