@@ -1,6 +1,7 @@
 package dev.finetune.trainers.train;
 
 import ai.djl.engine.Engine;
+import ai.djl.engine.EngineException;
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDScope;
 import ai.djl.pytorch.engine.PtNDArray;
@@ -107,12 +108,23 @@ public sealed interface ForwardPass {
                 for (int i = layers.size() - 1; i >= 0; i--) {
                     upstream = recomputeLayer(layers.get(i), i, tape, upstream);
                 }
-                NDArray embedded = model.embed(tape.inputs);
-                if (embedded.hasGradient()) {
-                    JniUtils.backward((PtNDArray) embedded, (PtNDArray) upstream, false, false);
-                }
+                backwardIntoEmbedding(model.embed(tape.inputs), upstream);
             }
             tapes.clear();
+        }
+
+        /**
+         * Finishes the walk in the embedding, unless it is frozen (LoRA). Only the engine knows which: DJL's
+         * {@code requiresGrad} answers false for every non-leaf, trainable or not.
+         */
+        private static void backwardIntoEmbedding(NDArray embedded, NDArray upstream) {
+            try {
+                JniUtils.backward((PtNDArray) embedded, (PtNDArray) upstream, false, false);
+            } catch (EngineException e) {
+                if (!String.valueOf(e.getMessage()).contains("does not require grad")) {
+                    throw e;
+                }
+            }
         }
 
         /** Recomputes layer {@code i} under the graph, back-propagates {@code upstream}, returns its input's gradient. */

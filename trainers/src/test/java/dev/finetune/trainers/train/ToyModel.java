@@ -94,7 +94,8 @@ final class ToyModel implements TrainableModel {
 
     @Override
     public NDArray embed(ModelInputs inputs) {
-        return JniUtils.embedding((PtNDArray) inputs.inputIds(), (PtNDArray) embedding, false);
+        NDArray e = JniUtils.embedding((PtNDArray) inputs.inputIds(), (PtNDArray) embedding, false);
+        return e;
     }
 
     @Override
