@@ -218,22 +218,17 @@ public final class Trainer<B extends Batch> {
     /** Loss over all evaluation batches, weighted by loss units; adds {@code eval_loss} and {@code eval_*} to line. */
     private double evaluate(Map<String, Object> line) {
         model.setTraining(false);
+        long totalWeight = Math.max(1, eval.stream().mapToLong(Batch::lossWeight).sum());
         double lossSum = 0;
-        long weight = 0;
         Map<String, Double> metricSums = new TreeMap<>();
-        long totalWeight = 0;
-        for (B batch : eval) {
-            totalWeight += batch.lossWeight();
-        }
         for (B batch : eval) {
             try (NDScope scope = new NDScope()) {
                 Objective.Loss result = objective.loss(batch, ForwardPass.of(model, options.seed(), false), manager);
                 lossSum += result.sum().getFloat();
-                weight += batch.lossWeight();
-                addWeighted(metricSums, result.metrics(), (double) batch.lossWeight() / Math.max(1, totalWeight));
+                addWeighted(metricSums, result.metrics(), (double) batch.lossWeight() / totalWeight);
             }
         }
-        double evalLoss = lossSum / Math.max(1, weight);
+        double evalLoss = lossSum / totalWeight;
         line.put("eval_loss", evalLoss);
         metricSums.forEach((name, value) -> line.put("eval_" + name, value));
         return evalLoss;
