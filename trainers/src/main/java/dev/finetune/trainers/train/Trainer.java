@@ -131,7 +131,8 @@ public final class Trainer<B extends Batch> {
             }
             while (step < totalSteps) {
                 long position = step * options.gradientAccumulationSteps();
-                double lr = options.lrScheduler().learningRate(options.learningRate(), step, totalSteps, warmupSteps);
+                double lr = options.lrScheduler().learningRate(options.learningRate(),
+                        options.cosineMinLrRatio(), step, totalSteps, warmupSteps);
                 Map<String, Object> line = trainStep(step, position, order, params, optimizer, lr);
                 step++;
                 long consumed = position + options.gradientAccumulationSteps();

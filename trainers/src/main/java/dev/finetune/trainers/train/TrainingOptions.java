@@ -24,6 +24,7 @@ public record TrainingOptions(
         int maxSteps,
         double learningRate,
         LrSchedule lrScheduler,
+        double cosineMinLrRatio,
         int warmupSteps,
         double warmupRatio,
         double weightDecay,
@@ -82,6 +83,7 @@ public record TrainingOptions(
         b.maxSteps = maxSteps;
         b.learningRate = learningRate;
         b.lrScheduler = lrScheduler;
+        b.cosineMinLrRatio = cosineMinLrRatio;
         b.warmupSteps = warmupSteps;
         b.warmupRatio = warmupRatio;
         b.weightDecay = weightDecay;
@@ -107,6 +109,7 @@ public record TrainingOptions(
         private int maxSteps = -1;
         private double learningRate = 2e-4;
         private LrSchedule lrScheduler = LrSchedule.COSINE;
+        private double cosineMinLrRatio = 0;
         private int warmupSteps = 0;
         private double warmupRatio = 0;
         private double weightDecay = 0;
@@ -131,6 +134,7 @@ public record TrainingOptions(
         public Builder maxSteps(int v) { maxSteps = v; return this; }
         public Builder learningRate(double v) { learningRate = v; return this; }
         public Builder lrScheduler(LrSchedule v) { lrScheduler = v; return this; }
+        public Builder cosineMinLrRatio(double v) { cosineMinLrRatio = v; return this; }
         public Builder warmupSteps(int v) { warmupSteps = v; return this; }
         public Builder warmupRatio(double v) { warmupRatio = v; return this; }
         public Builder weightDecay(double v) { weightDecay = v; return this; }
@@ -148,9 +152,9 @@ public record TrainingOptions(
 
         public TrainingOptions build() {
             return new TrainingOptions(gradientAccumulationSteps, numEpochs, maxSteps, learningRate, lrScheduler,
-                    warmupSteps, warmupRatio, weightDecay, adamBeta1, adamBeta2, adamEpsilon, maxGradNorm,
-                    gradientCheckpointing, evalSteps, saveSteps, saveTotalLimit, outputDir, resumeFromCheckpoint,
-                    seed, resumeInvariants);
+                    cosineMinLrRatio, warmupSteps, warmupRatio, weightDecay, adamBeta1, adamBeta2, adamEpsilon,
+                    maxGradNorm, gradientCheckpointing, evalSteps, saveSteps, saveTotalLimit, outputDir,
+                    resumeFromCheckpoint, seed, resumeInvariants);
         }
     }
 }

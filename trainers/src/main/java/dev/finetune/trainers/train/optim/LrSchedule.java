@@ -16,13 +16,25 @@ public enum LrSchedule {
         return name().toLowerCase(java.util.Locale.ROOT);
     }
 
+    /** The schedule an {@code lr_scheduler} value names, or {@code null}; HF's {@code constant_with_warmup} is ours. */
+    public static LrSchedule byKey(String key) {
+        return switch (key) {
+            case "cosine" -> COSINE;
+            case "linear" -> LINEAR;
+            case "constant", "constant_with_warmup" -> CONSTANT;
+            default -> null;
+        };
+    }
+
     /**
      * @param peak {@code learning_rate}
+     * @param cosineFloor {@code cosine_min_lr_ratio}: the cosine ends at {@code peak × floor} instead of 0 (Axolotl's
+     *     cosine-with-min-lr); ignored by the other schedules
      * @param updatesDone optimizer updates already applied, 0 for the first update
      * @param totalUpdates the run's total number of optimizer updates
      * @param warmupUpdates from {@link #warmupUpdates}
      */
-    public double learningRate(double peak, long updatesDone, long totalUpdates, long warmupUpdates) {
+    public double learningRate(double peak, double cosineFloor, long updatesDone, long totalUpdates, long warmupUpdates) {
         if (updatesDone < warmupUpdates) {
             return peak * updatesDone / Math.max(1, warmupUpdates);
         }
@@ -30,7 +42,8 @@ public enum LrSchedule {
         return switch (this) {
             case CONSTANT -> peak;
             case LINEAR -> peak * Math.max(0.0, 1.0 - progress);
-            case COSINE -> peak * Math.max(0.0, 0.5 * (1.0 + Math.cos(Math.PI * progress)));
+            case COSINE -> peak * (cosineFloor
+                    + (1.0 - cosineFloor) * Math.max(0.0, 0.5 * (1.0 + Math.cos(Math.PI * Math.min(1.0, progress)))));
         };
     }
 
