@@ -25,27 +25,32 @@ public sealed interface ForwardPass {
     /** Back-propagates {@code loss} into the gradients of the model's trainable arrays. */
     void backward(NDArray loss, GradientCollector collector);
 
-    static ForwardPass of(TrainableModel model, long microStepSeed, boolean recompute) {
-        return recompute ? new Recomputing(model, microStepSeed) : new Direct(model, microStepSeed);
+    static ForwardPass of(TrainableModel<?> model, long microStepSeed, boolean recompute) {
+        return create(model, microStepSeed, recompute);
+    }
+
+    private static <C> ForwardPass create(TrainableModel<C> model, long microStepSeed, boolean recompute) {
+        return recompute ? new Recomputing<>(model, microStepSeed) : new Direct<>(model, microStepSeed);
     }
 
     /** Keeps every intermediate for backward: fastest, most memory. */
-    final class Direct implements ForwardPass {
-        private final TrainableModel model;
+    final class Direct<C> implements ForwardPass {
+        private final TrainableModel<C> model;
         private final long seed;
 
-        Direct(TrainableModel model, long seed) {
+        Direct(TrainableModel<C> model, long seed) {
             this.model = model;
             this.seed = seed;
         }
 
         @Override
         public NDArray logits(ModelInputs inputs) {
+            C context = model.prepare(inputs);
             NDArray hidden = model.embed(inputs);
-            List<? extends TrainableModel.Layer> layers = model.layers();
+            List<? extends TrainableModel.Layer<C>> layers = model.layers();
             for (int i = 0; i < layers.size(); i++) {
                 reseed(seed, i);
-                hidden = layers.get(i).forward(hidden, inputs);
+                hidden = layers.get(i).forward(hidden, context);
             }
             return model.finalNormAndHead(hidden);
         }
@@ -62,23 +67,24 @@ public sealed interface ForwardPass {
      * because DJL keeps every intermediate alive until its wrapper is closed, graph or not; without the scopes
      * recomputation would save nothing (djl-feasibility.md §2).
      */
-    final class Recomputing implements ForwardPass {
-        private final TrainableModel model;
+    final class Recomputing<C> implements ForwardPass {
+        private final TrainableModel<C> model;
         private final long seed;
-        private final List<Tape> tapes = new ArrayList<>();
+        private final List<Tape<C>> tapes = new ArrayList<>();
 
-        /** One forward call: its inputs and every layer's input; the last entry is the final hidden state. */
-        private record Tape(ModelInputs inputs, List<NDArray> layerInputs) {}
+        /** One forward call: its inputs, shared layer state and every layer's input, the last being the output. */
+        private record Tape<C>(ModelInputs inputs, C context, List<NDArray> layerInputs) {}
 
-        Recomputing(TrainableModel model, long seed) {
+        Recomputing(TrainableModel<C> model, long seed) {
             this.model = model;
             this.seed = seed;
         }
 
         @Override
         public NDArray logits(ModelInputs inputs) {
-            List<? extends TrainableModel.Layer> layers = model.layers();
+            List<? extends TrainableModel.Layer<C>> layers = model.layers();
             List<NDArray> kept = new ArrayList<>(layers.size() + 1);
+            C context = model.prepare(inputs);
             boolean gradMode = JniUtils.isGradMode();
             JniUtils.setGradMode(false);
             try {
@@ -86,7 +92,7 @@ public sealed interface ForwardPass {
                 kept.add(hidden);
                 for (int i = 0; i < layers.size(); i++) {
                     reseed(seed, i);
-                    hidden = inOwnScope(layers.get(i), hidden, inputs);
+                    hidden = inOwnScope(layers.get(i), hidden, context);
                     kept.add(hidden);
                 }
             } finally {
@@ -94,16 +100,16 @@ public sealed interface ForwardPass {
             }
             NDArray last = kept.get(kept.size() - 1);
             last.setRequiresGradient(true);
-            tapes.add(new Tape(inputs, kept));
+            tapes.add(new Tape<>(inputs, context, kept));
             return model.finalNormAndHead(last);
         }
 
         @Override
         public void backward(NDArray loss, GradientCollector collector) {
             collector.backward(loss);
-            List<? extends TrainableModel.Layer> layers = model.layers();
+            List<? extends TrainableModel.Layer<C>> layers = model.layers();
             for (int t = tapes.size() - 1; t >= 0; t--) {
-                Tape tape = tapes.get(t);
+                Tape<C> tape = tapes.get(t);
                 NDArray upstream = tape.layerInputs.get(layers.size()).getGradient();
                 for (int i = layers.size() - 1; i >= 0; i--) {
                     upstream = recomputeLayer(layers.get(i), i, tape, upstream);
@@ -128,13 +134,13 @@ public sealed interface ForwardPass {
         }
 
         /** Recomputes layer {@code i} under the graph, back-propagates {@code upstream}, returns its input's gradient. */
-        private NDArray recomputeLayer(TrainableModel.Layer layer, int i, Tape tape, NDArray upstream) {
+        private NDArray recomputeLayer(TrainableModel.Layer<C> layer, int i, Tape<C> tape, NDArray upstream) {
             NDArray input = tape.layerInputs.get(i);
             input.setRequiresGradient(true);
             NDArray inputGradient;
             try (NDScope scope = new NDScope()) {
                 reseed(seed, i);
-                NDArray output = layer.forward(input, tape.inputs);
+                NDArray output = layer.forward(input, tape.context);
                 JniUtils.backward((PtNDArray) output, (PtNDArray) upstream, false, false);
                 inputGradient = input.getGradient();
                 NDScope.unregister(inputGradient);
@@ -143,10 +149,10 @@ public sealed interface ForwardPass {
             return inputGradient;
         }
 
-        private static NDArray inOwnScope(TrainableModel.Layer layer, NDArray hidden, ModelInputs inputs) {
+        private static <C> NDArray inOwnScope(TrainableModel.Layer<C> layer, NDArray hidden, C context) {
             NDArray output;
             try (NDScope scope = new NDScope()) {
-                output = layer.forward(hidden, inputs);
+                output = layer.forward(hidden, context);
                 NDScope.unregister(output);
             }
             NDScope.register(output);

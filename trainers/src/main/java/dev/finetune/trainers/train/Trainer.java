@@ -56,7 +56,7 @@ public final class Trainer<B extends Batch> {
     /** What a finished run reports: the step reached and the evaluation losses before and after. */
     public record Summary(long steps, double lastLoss, double firstEvalLoss, double lastEvalLoss) {}
 
-    private final TrainableModel model;
+    private final TrainableModel<?> model;
     private final Objective<B> objective;
     private final List<B> train;
     private final List<B> eval;
@@ -69,7 +69,7 @@ public final class Trainer<B extends Batch> {
      * @param eval evaluation micro batches, possibly none
      * @param manager long-lived: holds the optimizer moments; step scopes allocate through it and free at once
      */
-    public Trainer(TrainableModel model, Objective<B> objective, List<B> train, List<B> eval,
+    public Trainer(TrainableModel<?> model, Objective<B> objective, List<B> train, List<B> eval,
             TrainingOptions options, NDManager manager, Listener listener) {
         this.model = model;
         this.objective = objective;

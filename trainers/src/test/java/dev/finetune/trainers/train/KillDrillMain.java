@@ -28,7 +28,7 @@ public final class KillDrillMain {
 
     private KillDrillMain() {}
 
-    static TrainableModel model(NDManager manager) {
+    static TrainableModel<?> model(NDManager manager) {
         return new ToyModel(manager, VOCAB, 16, 3, 0.1, true, 11);
     }
 

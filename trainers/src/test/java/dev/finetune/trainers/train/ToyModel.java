@@ -17,13 +17,13 @@ import java.util.Random;
  * training step takes milliseconds, so loop tests can run many steps in child processes. It mixes no information
  * across positions, which the accumulation test relies on (padding never changes other tokens' outputs).
  */
-final class ToyModel implements TrainableModel {
+final class ToyModel implements TrainableModel<ModelInputs> {
     private final Scalars constants;
     private final double dropout;
     private final NDArray embedding;
     private final NDArray finalNorm;
     private final NDArray head;
-    private final List<Layer> layers = new ArrayList<>();
+    private final List<Layer<ModelInputs>> layers = new ArrayList<>();
     private final List<NamedArray> trainable = new ArrayList<>();
     private boolean training = true;
 
@@ -92,6 +92,12 @@ final class ToyModel implements TrainableModel {
         this.training = training;
     }
 
+    /** The toy's layers need nothing shared: each position is computed on its own. */
+    @Override
+    public ModelInputs prepare(ModelInputs inputs) {
+        return inputs;
+    }
+
     @Override
     public NDArray embed(ModelInputs inputs) {
         NDArray e = JniUtils.embedding((PtNDArray) inputs.inputIds(), (PtNDArray) embedding, false);
@@ -99,7 +105,7 @@ final class ToyModel implements TrainableModel {
     }
 
     @Override
-    public List<? extends Layer> layers() {
+    public List<? extends Layer<ModelInputs>> layers() {
         return layers;
     }
 
