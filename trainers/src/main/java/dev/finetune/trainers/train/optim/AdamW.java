@@ -46,8 +46,8 @@ public final class AdamW {
     }
 
     /**
-     * Applies update number {@code update} (1-based) with learning rate {@code lr} to every parameter whose gradient
-     * is multiplied by {@code gradientScale} (the clipping factor) first, then zeroes the gradients.
+     * Applies update number {@code update} (1-based) with learning rate {@code lr}, each gradient first multiplied
+     * by {@code gradientScale} (the clipping factor); then zeroes the gradients.
      */
     public void step(long update, double lr, double gradientScale) {
         double firstCorrection = 1 - Math.pow(hyper.beta1(), update);
