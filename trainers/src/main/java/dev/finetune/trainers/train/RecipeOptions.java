@@ -29,8 +29,8 @@ public final class RecipeOptions {
             throw new UserError("lr_scheduler", "the single-device trainer has no '" + training.lrScheduler()
                     + "' schedule", "use cosine, linear or constant");
         }
-        if (training.optimizer() != null && !training.optimizer().axolotlName().startsWith("adamw")
-                || training.optimizer() != null && training.optimizer().eightBit()) {
+        // every 32-bit AdamW spelling (8 bytes of moments per parameter) is the same update; 8/4-bit and SGD are not
+        if (training.optimizer() != null && training.optimizer().stateBytesPerParam() != 8) {
             throw new UserError("optimizer", "the single-device trainer runs 32-bit AdamW, not '"
                     + training.optimizer().axolotlName() + "'", "use optimizer: adamw_torch");
         }
