@@ -20,7 +20,7 @@ import picocli.CommandLine.Parameters;
         version = "finetune 0.1.0",
         description = "Fine-tune large language models from one YAML recipe.%n"
                 + "With a recipe and no command: validate it, print the batch plan, then train.",
-        subcommands = {ValidateCommand.class, ConfigsCommand.class})
+        subcommands = {ValidateCommand.class, ConfigsCommand.class, GenerateCommand.class, BenchGenerateCommand.class})
 public final class Main implements Callable<Integer> {
 
     public static final int OK = 0;
@@ -69,11 +69,9 @@ public final class Main implements Callable<Integer> {
                 err.flush();
                 return BAD_INPUT;
             }
-            // Not the user's fault: keep the trace, it is what a bug report needs.
-            PrintWriter err = commandLine.getErr();
-            err.println("error: unexpected failure (a bug in finetune): " + e);
-            e.printStackTrace(err);
-            err.flush();
+            // Anything else is our failure, not the user's: say so and keep the trace for the bug report.
+            commandLine.getErr().println("error: run failed: " + e);
+            e.printStackTrace(commandLine.getErr());
             return RUN_FAILED;
         });
         return cli.execute(args);
