@@ -616,10 +616,10 @@ final class RecipeReader {
         h.finish();
         Long bytes = null;
         if (memory != null) {
-            bytes = parseBytes(memory);
-            if (bytes == null) {
-                problems.error(h.at("gpu_memory"), "hardware.gpu_memory '" + memory + "' is not a memory size",
-                        "write e.g. gpu_memory: 80GiB (or 24GB)");
+            try {
+                bytes = dev.finetune.recipes.plan.MemorySize.parse(memory, h.at("gpu_memory").label());
+            } catch (UserError e) {
+                problems.error(e.where(), "hardware.gpu_memory: " + e.getMessage(), e.hint());
             }
         }
         if (cpu) {
@@ -629,26 +629,6 @@ final class RecipeReader {
             return new Recipe.Hardware.Cpu();
         }
         return new Recipe.Hardware.Gpus(gpus == null ? 1 : gpus, nodes == null ? 1 : nodes, bytes);
-    }
-
-    /** {@code 80GiB}, {@code 24GB}, {@code 80G} (= GiB), {@code 512MiB}, or plain bytes. */
-    static Long parseBytes(String text) {
-        var m = java.util.regex.Pattern.compile("(?i)^\\s*([0-9]+(?:\\.[0-9]+)?)\\s*(k|m|g|t)?(i?b)?\\s*$").matcher(text);
-        if (!m.matches()) {
-            return null;
-        }
-        double v = Double.parseDouble(m.group(1));
-        String unit = m.group(2) == null ? "" : m.group(2).toLowerCase(Locale.ROOT);
-        boolean decimal = m.group(3) != null && m.group(3).equalsIgnoreCase("b") && !unit.isEmpty();
-        int exp = switch (unit) {
-            case "k" -> 1;
-            case "m" -> 2;
-            case "g" -> 3;
-            case "t" -> 4;
-            default -> 0;
-        };
-        double scale = Math.pow(decimal ? 1000 : 1024, exp);
-        return v > 0 ? (long) (v * scale) : null;
     }
 
     private Recipe.Distributed distributed(KeyReader top, Recipe.Training training, AdapterSpec adapter,
