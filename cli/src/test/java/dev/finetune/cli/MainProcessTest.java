@@ -30,9 +30,14 @@ class MainProcessTest {
     }
 
     static Run run(Path workDir, String... args) throws IOException, InterruptedException {
+        return runWith(workDir, List.of(), args);
+    }
+
+    static Run runWith(Path workDir, List<String> jvmOptions, String... args) throws IOException, InterruptedException {
         List<String> command = new ArrayList<>(List.of(Path.of(System.getProperty("java.home"), "bin", "java").toString(),
-                "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Dfinetune.home=" + repoRoot(),
-                "-cp", System.getProperty("java.class.path"), Main.class.getName()));
+                "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Dfinetune.home=" + repoRoot()));
+        command.addAll(jvmOptions);
+        command.addAll(List.of("-cp", System.getProperty("java.class.path"), Main.class.getName()));
         command.addAll(List.of(args));
         Path out = Files.createTempFile("finetune-out", ".txt");
         Path err = Files.createTempFile("finetune-err", ".txt");
@@ -95,6 +100,20 @@ class MainProcessTest {
         Run usage = run(work, "validate");
         assertEquals(2, usage.exit(), usage.err());
         assertEquals(List.of(work), listing(work));
+    }
+
+    /**
+     * validate must stay a quick command: starting Log4j or the DJL engine costs it most of its half-second budget
+     * (picocli instantiates every subcommand, so a static logger or engine field in any of them is enough).
+     */
+    @Test
+    void validateLoadsNeitherLog4jCoreNorTheEngine(@TempDir Path work) throws Exception {
+        Run r = runWith(work, List.of("-Xlog:class+load:stdout"), "validate", repoRoot().resolve("configs/quickstart.yaml").toString());
+        assertEquals(0, r.exit(), r.err());
+        List<String> heavy = r.out().lines()
+                .filter(l -> l.contains("org.apache.logging.log4j.core.") || l.contains(" ai.djl.engine.") || l.contains(" ai.djl.pytorch."))
+                .limit(3).toList();
+        assertTrue(heavy.isEmpty(), "validate loaded " + heavy);
     }
 
     @Test
