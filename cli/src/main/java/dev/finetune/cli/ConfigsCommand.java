@@ -1,6 +1,7 @@
 package dev.finetune.cli;
 
 import dev.finetune.recipes.UserError;
+import dev.finetune.recipes.ValidatedRecipe;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.net.URISyntaxException;
@@ -43,9 +44,18 @@ final class ConfigsCommand implements Callable<Integer> {
                 if (Files.exists(target) && !force) {
                     throw new UserError(target.toString(), "already exists; not overwritten", "pass --force to overwrite it");
                 }
-                Files.copy(source, target, StandardCopyOption.REPLACE_EXISTING);
-                System.out.println("copied " + arg(0, "") + " to " + target
-                        + " (relative paths inside it point into " + root + ")");
+                Path targetDir = target.toAbsolutePath().normalize().getParent();
+                if (targetDir.equals(source.getParent())) {
+                    Files.copy(source, target, StandardCopyOption.REPLACE_EXISTING);
+                } else {
+                    // Local data and model paths are relative to the recipe file: written elsewhere, they must be
+                    // re-pointed, which the flattened form does. The header comment travels along.
+                    String header = Files.readAllLines(source).stream().takeWhile(l -> l.startsWith("#"))
+                            .map(l -> l + "\n").collect(java.util.stream.Collectors.joining());
+                    String flat = ValidatedRecipe.load(source, List.of()).flatten(targetDir);
+                    Files.writeString(target, header + flat);
+                }
+                System.out.println("copied " + arg(0, "") + " to " + target);
             }
             default -> throw new UserError("configs " + action, "unknown action", "use ls, cat NAME or cp NAME FILE");
         }

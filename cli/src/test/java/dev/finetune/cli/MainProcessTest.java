@@ -134,7 +134,12 @@ class MainProcessTest {
         assertEquals("keep me\n", Files.readString(target));
         Run forced = run(work, "configs", "cp", "quickstart", target.toString(), "--force");
         assertEquals(0, forced.exit(), forced.err());
-        assertEquals(cat.out(), Files.readString(target));
+        String copy = Files.readString(target);
+        assertTrue(copy.startsWith("# Quickstart"), copy);
+        // The copy lives elsewhere, so its data and model paths were re-pointed: it validates where it is.
+        Run copied = run(work, "validate", target.toString());
+        assertEquals(0, copied.exit(), copied.err());
+        assertTrue(copied.out().contains("dataset rows: 10"), copied.out());
         assertEquals(2, run(work, "configs", "cat", "no-such-recipe").exit());
     }
 }

@@ -35,7 +35,7 @@ public record ValidatedRecipe(Recipe recipe, BatchPlan plan, List<Finding> warni
 
     /**
      * The resolved recipe as plain YAML that Axolotl reads: {@code base:} merged away, overrides applied, local
-     * dataset paths rewritten relative to {@code targetDir} when they were written in another folder.
+     * dataset and model paths rewritten relative to {@code targetDir} when they were written in another folder.
      */
     public String flatten(Path targetDir) {
         org.yaml.snakeyaml.DumperOptions options = new org.yaml.snakeyaml.DumperOptions();
@@ -62,7 +62,8 @@ public record ValidatedRecipe(Recipe recipe, BatchPlan plan, List<Finding> warni
             return out;
         }
         YamlNode.Scalar s = (YamlNode.Scalar) node;
-        if ((path.equals("datasets[].path") || path.equals("test_datasets[].path")) && s.value() instanceof String p
+        if ((path.equals("datasets[].path") || path.equals("test_datasets[].path") || path.equals("base_model")
+                || path.equals("base_model_config") || path.equals("tokenizer_config")) && s.value() instanceof String p
                 && s.where().dir() != null && !s.where().dir().equals(targetDir) && !Path.of(p).isAbsolute()) {
             Path resolved = s.where().dir().resolve(p).normalize();
             if (Files.exists(resolved)) {
