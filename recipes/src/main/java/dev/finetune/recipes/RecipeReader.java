@@ -5,7 +5,6 @@ import dev.finetune.recipes.Recipe.Flag;
 import dev.finetune.recipes.YamlNode.Mapping;
 import dev.finetune.recipes.YamlNode.Scalar;
 import dev.finetune.recipes.YamlNode.Sequence;
-import dev.finetune.recipes.YamlNode.Where;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
