@@ -9,12 +9,15 @@ import ai.djl.pytorch.jni.JniUtils;
 import dev.finetune.adapters.HostArrays;
 import dev.finetune.recipes.AdapterSpec;
 import java.lang.management.ManagementFactory;
+import java.lang.management.ThreadMXBean;
 import java.util.Arrays;
 import java.util.Random;
 
 /**
  * Prints NF4 costs for one 2048×2048 weight: Java quantization time, per-forward dequantization time (median of
- * timed repeats) and stored bytes per parameter. Run alone on the machine (OpenMP threads collapse under load).
+ * timed repeats) and stored bytes per parameter. Run alone on the machine (OpenMP threads collapse under load);
+ * arguments: repeats (40), engine threads (the engine's default when absent; 1 makes the calling thread's CPU
+ * time a contention-proof cost figure).
  */
 @SuppressWarnings("try") // scopes are held only for their extent
 public final class Nf4Bench {
@@ -28,6 +31,7 @@ public final class Nf4Bench {
         int rows = 2048;
         int cols = 2048;
         int repeats = args.length > 0 ? Integer.parseInt(args[0]) : 40;
+        ThreadMXBean threadClock = ManagementFactory.getThreadMXBean();
         Random random = new Random(1);
         float[] values = new float[rows * cols];
         for (int i = 0; i < values.length; i++) {
@@ -35,6 +39,11 @@ public final class Nf4Bench {
         }
         Shape shape = new Shape(rows, cols);
         try (NDManager manager = NDManager.newBaseManager()) {
+            if (args.length > 1) {
+                // One engine thread runs the kernels on the calling thread, whose CPU time then measures the cost
+                // even when other processes share the cores.
+                JniUtils.setNumThreads(Integer.parseInt(args[1]));
+            }
             NDArray dense = HostArrays.floats(manager, values, shape, DataType.FLOAT32);
             for (boolean doubleQuant : new boolean[] {false, true}) {
                 AdapterSpec.Nf4 spec = new AdapterSpec.Nf4(64, doubleQuant);
@@ -43,25 +52,30 @@ public final class Nf4Bench {
                 double quantizeMs = (System.nanoTime() - start) / 1e6;
                 Nf4Weight weight = Nf4Weight.upload(quantized, manager, DataType.FLOAT32);
                 double[] times = new double[repeats];
+                double[] cpuTimes = new double[repeats];
                 long cpuStart = processCpuNanos();
                 long wallStart = System.nanoTime();
                 for (int i = -5; i < repeats; i++) {
                     try (NDManager step = manager.newSubManager(); NDScope ignored = new NDScope()) {
                         long t0 = System.nanoTime();
+                        long c0 = threadClock.getCurrentThreadCpuTime();
                         NDArray restored = weight.dequantize(step);
                         restored.getFloat(0, 0); // forces completion on asynchronous devices
                         if (i >= 0) {
                             times[i] = (System.nanoTime() - t0) / 1e6;
+                            cpuTimes[i] = (threadClock.getCurrentThreadCpuTime() - c0) / 1e6;
                         }
                     }
                 }
                 double cpuPerWall = (processCpuNanos() - cpuStart) / (double) (System.nanoTime() - wallStart);
                 Arrays.sort(times);
+                Arrays.sort(cpuTimes);
                 System.out.printf("NF4 %dx%d double_quant=%s: quantize (Java) %.0f ms, dequantize median %.2f ms"
-                                + " (min %.2f, max %.2f, n=%d, process CPU/wall %.2f with %d engine threads), stored %d bytes"
+                                + " (min %.2f, max %.2f, n=%d, process CPU/wall %.2f with %d engine threads;"
+                                + " calling thread's CPU time median %.2f ms), stored %d bytes"
                                 + " = %.4f bytes/param (float32: 4)%n",
                         rows, cols, doubleQuant, quantizeMs, times[repeats / 2], times[0], times[repeats - 1],
-                        repeats, cpuPerWall, JniUtils.getNumThreads(), quantized.storageBytes(),
+                        repeats, cpuPerWall, JniUtils.getNumThreads(), cpuTimes[repeats / 2], quantized.storageBytes(),
                         quantized.storageBytes() / (double) (rows * cols));
             }
         }
