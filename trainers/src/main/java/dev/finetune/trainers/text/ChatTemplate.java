@@ -23,6 +23,7 @@ public final class ChatTemplate {
         this.name = name;
         this.source = source;
         this.adapted = JinjaSource.adapt(source);
+        Jinja.requireKnownFiltersAndTests(adapted);
         Map<String, Object> tokens = new HashMap<>(Jinja.GLOBALS);
         putIfSet(tokens, "bos_token", special.bos());
         putIfSet(tokens, "eos_token", special.eos());

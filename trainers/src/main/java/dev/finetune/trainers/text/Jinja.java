@@ -9,6 +9,8 @@ import com.hubspot.jinjava.interpret.TemplateError;
 import com.hubspot.jinjava.lib.fn.ELFunctionDefinition;
 import java.time.ZonedDateTime;
 import java.util.Map;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 import jinjava.javax.el.CompositeELResolver;
 
 /**
@@ -19,6 +21,10 @@ import jinjava.javax.el.CompositeELResolver;
 final class Jinja {
     private static final Jinjava ENGINE = newEngine();
     private static final String RAISED = "template raised: ";
+    private static final Pattern BLOCK = Pattern.compile("(\\{\\{|\\{%)(.*?)(\\}\\}|%\\})", Pattern.DOTALL);
+    private static final Pattern STRING_LITERAL = Pattern.compile("'(?:[^'\\\\]|\\\\.)*'|\"(?:[^\"\\\\]|\\\\.)*\"");
+    private static final Pattern FILTER_NAME = Pattern.compile("\\|\\s*([A-Za-z_]\\w*)");
+    private static final Pattern TEST_NAME = Pattern.compile("\\bis\\s+(?:not\\s+)?([A-Za-z_]\\w*)");
     /**
      * Jinja2 sees transformers' functions as globals, so {@code strftime_now is defined} holds; jinjava's functions
      * are not variables. These markers make the test pass; calls still reach the registered functions.
@@ -32,6 +38,34 @@ final class Jinja {
         TemplateException(String message) {
             super(message);
         }
+    }
+
+    /**
+     * jinjava renders an unknown filter as an empty string without any error, where Jinja2 refuses the template;
+     * refuse it here too. Tests ({@code x is foo}) are checked the same way.
+     */
+    static void requireKnownFiltersAndTests(String source) {
+        Matcher block = BLOCK.matcher(source);
+        while (block.find()) {
+            String body = withoutStrings(block.group(2));
+            Matcher filter = FILTER_NAME.matcher(body);
+            while (filter.find()) {
+                if (ENGINE.getGlobalContext().getFilter(filter.group(1)) == null) {
+                    throw new TemplateException("the template uses the filter '" + filter.group(1) + "', which jinjava does not have");
+                }
+            }
+            Matcher test = TEST_NAME.matcher(body);
+            while (test.find()) {
+                if (ENGINE.getGlobalContext().getExpTest(test.group(1)) == null) {
+                    throw new TemplateException("the template uses the test 'is " + test.group(1) + "', which jinjava does not have");
+                }
+            }
+        }
+    }
+
+    /** The expression with every string literal emptied, so a '|' or 'is' inside quotes is not mistaken. */
+    private static String withoutStrings(String expression) {
+        return STRING_LITERAL.matcher(expression).replaceAll("''");
     }
 
     static String render(String adaptedSource, Map<String, Object> context) {
@@ -93,14 +127,17 @@ final class Jinja {
     }
 
     private static Jinjava newEngine() {
-        // Without the trimming override jinjava ignores {{- and -}} on expressions, which real templates rely on.
-        LegacyOverrides jinja2Whitespace = LegacyOverrides.newBuilder().withUseTrimmingForNotesAndExpressions(true).build();
+        // Without the trimming override jinjava ignores {{- and -}} on expressions, which real templates rely on;
+        // the pyish mapper prints dicts and lists the way Python does.
+        LegacyOverrides jinja2Whitespace = LegacyOverrides.newBuilder().withUseTrimmingForNotesAndExpressions(true)
+                .withUsePyishObjectMapper(true).build();
         CompositeELResolver resolver = new CompositeELResolver();
         resolver.add(new PythonStrings());
         resolver.add(JinjavaInterpreterResolver.DEFAULT_RESOLVER_READ_WRITE);
         Jinjava engine = new Jinjava(JinjavaConfig.newBuilder().withTrimBlocks(true).withLstripBlocks(true)
                 .withLegacyOverrides(jinja2Whitespace).withElResolver(resolver).build());
         engine.registerTag(new GenerationTag());
+        engine.registerFilter(new PythonJson());
         engine.registerFunction(new ELFunctionDefinition("", "raise_exception", Jinja.class, "raiseException", String.class));
         engine.registerFunction(new ELFunctionDefinition("", "strftime_now", Jinja.class, "strftimeNow", String.class));
         return engine;

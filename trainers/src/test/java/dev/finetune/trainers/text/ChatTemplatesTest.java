@@ -169,6 +169,24 @@ class ChatTemplatesTest {
     }
 
     @Test
+    void tojsonWritesWhatPythonsJsonDumpsWrites() {
+        String dumps = "{{ {'name': 'tell', 'args': ['x', 'é', 1, true, none]} | tojson }}|{{ {'a': {'b': []} } | tojson(indent=2) }}";
+        assertEquals("{\"name\": \"tell\", \"args\": [\"x\", \"é\", 1, true, null]}|{\n  \"a\": {\n    \"b\": []\n  }\n}",
+                ChatTemplates.resolve("jinja", dumps, tokenizer, "k").render(WITH_SYSTEM, false));
+    }
+
+    @Test
+    void unknownFiltersAndTestsAreRefusedNotRenderedEmpty() {
+        UserError filter = assertThrows(UserError.class,
+                () -> ChatTemplates.resolve("jinja", "{{ messages[0].content | shout }}", tokenizer, "k"));
+        assertTrue(filter.getMessage().contains("filter 'shout'"), filter.getMessage());
+        UserError test = assertThrows(UserError.class,
+                () -> ChatTemplates.resolve("jinja", "{% if messages is shouting %}x{% endif %}", tokenizer, "k"));
+        assertTrue(test.getMessage().contains("is shouting"), test.getMessage());
+        assertEquals("a|b", ChatTemplates.resolve("jinja", "{{ 'a|b' }}", tokenizer, "k").render(WITH_SYSTEM, false));
+    }
+
+    @Test
     void axolotlChoiceSemantics(@TempDir Path dir) throws Exception {
         UserError noDefault = assertThrows(UserError.class, () -> ChatTemplates.resolve(null, null, tokenizer, "chat_template"));
         assertTrue(noDefault.getMessage().contains("no chat template"), noDefault.getMessage());
