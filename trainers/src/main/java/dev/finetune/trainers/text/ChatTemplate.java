@@ -16,14 +16,15 @@ public final class ChatTemplate {
 
     private final String name;
     private final String source;
-    private final String adapted;
+    private final Jinja.Compiled compiled;
     private final Map<String, Object> tokens;
 
     ChatTemplate(String name, String source, Tokenizer.SpecialTokens special) {
         this.name = name;
         this.source = source;
-        this.adapted = JinjaSource.adapt(source);
+        String adapted = JinjaSource.adapt(source);
         Jinja.requireKnownFiltersAndTests(adapted);
+        this.compiled = Jinja.compile(adapted);
         Map<String, Object> tokens = new HashMap<>(Jinja.GLOBALS);
         putIfSet(tokens, "bos_token", special.bos());
         putIfSet(tokens, "eos_token", special.eos());
@@ -53,7 +54,7 @@ public final class ChatTemplate {
         }
         context.put("messages", asMaps);
         context.put("add_generation_prompt", addGenerationPrompt);
-        return Jinja.render(adapted, context);
+        return Jinja.render(compiled, context);
     }
 
     /**

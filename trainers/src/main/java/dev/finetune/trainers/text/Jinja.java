@@ -4,10 +4,13 @@ import com.hubspot.jinjava.Jinjava;
 import com.hubspot.jinjava.JinjavaConfig;
 import com.hubspot.jinjava.LegacyOverrides;
 import com.hubspot.jinjava.el.JinjavaInterpreterResolver;
-import com.hubspot.jinjava.interpret.RenderResult;
+import com.hubspot.jinjava.interpret.Context;
+import com.hubspot.jinjava.interpret.JinjavaInterpreter;
 import com.hubspot.jinjava.interpret.TemplateError;
 import com.hubspot.jinjava.lib.fn.ELFunctionDefinition;
+import com.hubspot.jinjava.tree.Node;
 import java.time.ZonedDateTime;
+import java.util.List;
 import java.util.Map;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
@@ -68,9 +71,50 @@ final class Jinja {
         return STRING_LITERAL.matcher(expression).replaceAll("''");
     }
 
-    static String render(String adaptedSource, Map<String, Object> context) {
-        RenderResult result = ENGINE.renderForResult(adaptedSource, context);
-        for (TemplateError error : result.getErrors()) {
+    /** A template parsed once; jinjava would otherwise parse the whole source again for every render. */
+    static final class Compiled {
+        private final Node tree;
+
+        private Compiled(Node tree) {
+            this.tree = tree;
+        }
+    }
+
+    /** Parses the adapted source, failing now (not at the first dataset row) on a syntax error. */
+    static Compiled compile(String adaptedSource) {
+        JinjavaInterpreter interpreter = ENGINE.newInterpreter();
+        JinjavaInterpreter.pushCurrent(interpreter);
+        try {
+            Node tree = interpreter.parse(adaptedSource);
+            failOnErrors(interpreter.getErrorsCopy());
+            return new Compiled(tree);
+        } finally {
+            JinjavaInterpreter.popCurrent();
+        }
+    }
+
+    /** What {@code Jinjava.renderForResult} does, minus the parse: a fresh context over a copy of the globals. */
+    static String render(Compiled template, Map<String, Object> variables) {
+        Context context = new Context(ENGINE.getGlobalContextCopy(), variables);
+        JinjavaInterpreter interpreter = new JinjavaInterpreter(ENGINE, context, ENGINE.getGlobalConfig());
+        JinjavaInterpreter.pushCurrent(interpreter);
+        String output;
+        try {
+            output = interpreter.render(template.tree);
+        } catch (TemplateException e) {
+            throw e;
+        } catch (RuntimeException e) {
+            throw new TemplateException("template error: " + e.getMessage());
+        } finally {
+            JinjavaInterpreter.popCurrent();
+            context.reset();
+        }
+        failOnErrors(interpreter.getErrorsCopy());
+        return output;
+    }
+
+    private static void failOnErrors(List<TemplateError> errors) {
+        for (TemplateError error : errors) {
             if (error.getSeverity() == TemplateError.ErrorType.FATAL
                     || error.getReason() == TemplateError.ErrorReason.SYNTAX_ERROR
                     || error.getReason() == TemplateError.ErrorReason.EXCEPTION) {
@@ -78,7 +122,6 @@ final class Jinja {
                 throw new TemplateException(raisedMessage(error) + line);
             }
         }
-        return result.getOutput();
     }
 
     /** {@code raise_exception('msg')} in a template; jinjava reports it as a fatal error carrying our message. */
