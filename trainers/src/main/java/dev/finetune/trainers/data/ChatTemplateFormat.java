@@ -10,10 +10,12 @@ import dev.finetune.trainers.text.ChatTemplates;
 import dev.finetune.trainers.text.Message;
 import dev.finetune.trainers.text.Tokenizer;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.Set;
+import java.util.stream.Collectors;
 
 /**
  * {@code type: chat_template}: a list of messages rendered with the chosen chat template, with Axolotl's label
@@ -49,7 +51,7 @@ final class ChatTemplateFormat implements RowFormat {
         this.roleField = blankTo(mappings.get("role"), "role");
         this.contentField = blankTo(mappings.get("content"), "content");
         List<String> roles = spec.rolesToTrain() == null ? List.of("assistant") : spec.rolesToTrain();
-        this.rolesToTrain = roles.stream().map(r -> ROLE_ALIASES.getOrDefault(r, r)).collect(java.util.stream.Collectors.toUnmodifiableSet());
+        this.rolesToTrain = roles.stream().map(r -> ROLE_ALIASES.getOrDefault(r, r)).collect(Collectors.toUnmodifiableSet());
         this.trainOnEos = blankTo(spec.trainOnEos(), "turn").toLowerCase(Locale.ROOT);
         if (!EOS_MODES.contains(trainOnEos)) {
             throw new UserError(spec.where(), "train_on_eos must be turn, last, all or none, got '" + spec.trainOnEos() + "'",
@@ -80,7 +82,7 @@ final class ChatTemplateFormat implements RowFormat {
         Tokenizer.Encoded encoded = tokenizer.encodeWithSpans(rendered.text());
         int[] ids = encoded.ids();
         int[] labels = new int[ids.length];
-        java.util.Arrays.fill(labels, Example.IGNORE);
+        Arrays.fill(labels, Example.IGNORE);
         int lastEos = -1;
         int eos = tokenizer.special().eosId();
         for (int m = 0; m < messages.size(); m++) {

@@ -1,6 +1,7 @@
 package dev.finetune.trainers.data;
 
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Collections;
 import java.util.List;
 import java.util.Random;
@@ -100,8 +101,8 @@ public final class PreparedData {
         long targets = 0;
         int count = 0;
         for (int r = 0; r < rows.size(); r++) {
-            java.util.Arrays.fill(ids[r], padId);
-            java.util.Arrays.fill(labels[r], Example.IGNORE);
+            Arrays.fill(ids[r], padId);
+            Arrays.fill(labels[r], Example.IGNORE);
             int at = 0;
             int segment = 0;
             for (int index : rows.get(r)) {

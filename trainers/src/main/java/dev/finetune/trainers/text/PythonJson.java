@@ -2,8 +2,10 @@ package dev.finetune.trainers.text;
 
 import com.hubspot.jinjava.interpret.JinjavaInterpreter;
 import com.hubspot.jinjava.lib.filter.Filter;
+import java.util.Arrays;
 import java.util.Collection;
 import java.util.Map;
+import java.util.function.BiConsumer;
 
 /**
  * The {@code tojson} filter as transformers defines it: Python's {@code json.dumps} with {@code ensure_ascii=False}
@@ -49,14 +51,14 @@ final class PythonJson implements Filter {
         } else if (value instanceof Collection<?> items) {
             writeItems(items, '[', ']', indent, level, out, (item, o) -> write(item, indent, level + 1, o));
         } else if (value instanceof Object[] items) {
-            writeItems(java.util.Arrays.asList(items), '[', ']', indent, level, out, (item, o) -> write(item, indent, level + 1, o));
+            writeItems(Arrays.asList(items), '[', ']', indent, level, out, (item, o) -> write(item, indent, level + 1, o));
         } else {
             string(value.toString(), out);
         }
     }
 
     private static void writeItems(Collection<?> items, char open, char close, Integer indent, int level, StringBuilder out,
-            java.util.function.BiConsumer<Object, StringBuilder> item) {
+            BiConsumer<Object, StringBuilder> item) {
         out.append(open);
         if (items.isEmpty()) {
             out.append(close);
