@@ -47,7 +47,7 @@ public final class ChatTemplate {
         Map<String, Object> context = new HashMap<>(tokens);
         List<Map<String, Object>> asMaps = new ArrayList<>(messages.size());
         for (Message message : messages) {
-            Map<String, Object> map = new LinkedHashMap<>();
+            Map<String, Object> map = new LinkedHashMap<>(message.extra());
             map.put("role", message.role());
             map.put("content", message.content());
             asMaps.add(map);
@@ -71,7 +71,7 @@ public final class ChatTemplate {
         List<Span> spans = new ArrayList<>(messages.size());
         for (int i = 0; i < messages.size(); i++) {
             List<Message> probe = new ArrayList<>(messages);
-            probe.set(i, new Message(messages.get(i).role(), PLACEHOLDER));
+            probe.set(i, messages.get(i).withContent(PLACEHOLDER));
             String framed = render(probe, false);
             int at = framed.indexOf(PLACEHOLDER);
             if (at < 0) {

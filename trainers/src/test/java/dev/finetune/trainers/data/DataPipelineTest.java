@@ -154,6 +154,20 @@ class DataPipelineTest {
     }
 
     @Test
+    void otherMessageFieldsReachTheTemplate() throws IOException {
+        Path data = write("reasoning.jsonl", "{\"messages\": [{\"role\": \"user\", \"content\": \"Why?\", \"name\": \"Sue\"},"
+                + " {\"role\": \"assistant\", \"content\": \"Because.\", \"thought\": \"Think.\", \"score\": 3, \"extra\": null}]}");
+        Path template = write("t.jinja", "{% for m in messages %}[{{ m.role }}{% if m.name %} {{ m.name }}{% endif %}]"
+                + "{% if m.reasoning_content %}<think>{{ m.reasoning_content }}</think>{% endif %}{{ m.content }}"
+                + "{% if m.score is defined %} ({{ m.score }}){% endif %}{% endfor %}");
+        DatasetSpec spec = new DatasetSpec(data, "chat_template", null, null, Map.of("reasoning_content", "thought"), null, null,
+                "jinja", "recipe.yaml:4:5");
+        Example example = prepare(DataOptions.defaults().withChatTemplate("jinja", template.toString()), spec).train().get(0);
+        assertArrayEquals(tokenizer.encode("[user Sue]Why?[assistant]<think>Think.</think>Because. (3)", false), example.inputIds());
+        assertEquals(List.of("Because."), runs(example));
+    }
+
+    @Test
     void completionLearnsEverythingAndSplitsLongText() throws IOException {
         String story = "Once upon a time there was a little girl named Lily. She loved to play outside in the park. ".repeat(6);
         Path data = write("stories.jsonl", "{\"story\": \"" + story + "\"}");
