@@ -8,6 +8,7 @@ import dev.finetune.recipes.UserError;
 import dev.finetune.trainers.text.ChatTemplate;
 import dev.finetune.trainers.text.ChatTemplates;
 import dev.finetune.trainers.text.Message;
+import dev.finetune.trainers.text.TemplateException;
 import dev.finetune.trainers.text.Tokenizer;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -83,7 +84,7 @@ final class ChatTemplateFormat implements RowFormat {
         ChatTemplate.Rendered rendered;
         try {
             rendered = template.renderWithSpans(messages);
-        } catch (RuntimeException e) {
+        } catch (TemplateException e) {
             throw new InvalidRow(e.getMessage(), "check the conversation's roles and order against the chat template");
         }
         Tokenizer.Encoded encoded = tokenizer.encodeWithSpans(rendered.text());

@@ -79,13 +79,13 @@ public final class ChatTemplate {
                 continue;
             }
             if (framed.indexOf(PLACEHOLDER, at + 1) >= 0) {
-                throw new Jinja.TemplateException("chat template '" + name + "' writes message " + i
+                throw new TemplateException("chat template '" + name + "' writes message " + i
                         + "'s content more than once, so its tokens cannot be told apart for label masking");
             }
             String before = framed.substring(0, at);
             String after = framed.substring(at + PLACEHOLDER.length());
             if (!text.startsWith(before) || !text.endsWith(after) || before.length() + after.length() > text.length()) {
-                throw new Jinja.TemplateException("chat template '" + name + "' renders message " + i + " ("
+                throw new TemplateException("chat template '" + name + "' renders message " + i + " ("
                         + messages.get(i).role() + ") differently depending on its content, so its tokens cannot be"
                         + " located for label masking");
             }

@@ -38,13 +38,6 @@ final class Jinja {
 
     private Jinja() {}
 
-    /** Thrown for a template jinjava would get wrong, or one that fails while rendering. */
-    static final class TemplateException extends RuntimeException {
-        TemplateException(String message) {
-            super(message);
-        }
-    }
-
     /**
      * jinjava renders an unknown filter as an empty string without any error, where Jinja2 refuses the template;
      * refuse it here too. Tests ({@code x is foo}) are checked the same way.

@@ -102,7 +102,7 @@ class ChatTemplatesTest {
         assertEquals("<s><start_of_turn>user\nHi there<end_of_turn>\n<start_of_turn>model\nHello.<end_of_turn>\n"
                 + "<start_of_turn>user\nBye<end_of_turn>\n<start_of_turn>model\nGoodbye.<end_of_turn>\n",
                 render("gemma", WITHOUT_SYSTEM, false));
-        Jinja.TemplateException raised = assertThrows(Jinja.TemplateException.class, () -> render("gemma", WITH_SYSTEM, false));
+        TemplateException raised = assertThrows(TemplateException.class, () -> render("gemma", WITH_SYSTEM, false));
         assertTrue(raised.getMessage().contains("no system role"), raised.getMessage());
     }
 
