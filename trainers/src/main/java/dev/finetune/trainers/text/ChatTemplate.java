@@ -17,7 +17,7 @@ public final class ChatTemplate {
     private final String name;
     private final String source;
     private final Jinja.Compiled compiled;
-    private final Map<String, Object> tokens;
+    private final Map<String, Object> globals;
 
     ChatTemplate(String name, String source, Tokenizer.SpecialTokens special) {
         this.name = name;
@@ -25,12 +25,12 @@ public final class ChatTemplate {
         String adapted = JinjaSource.adapt(source);
         Jinja.requireKnownFiltersAndTests(adapted);
         this.compiled = Jinja.compile(adapted);
-        Map<String, Object> tokens = new HashMap<>(Jinja.GLOBALS);
-        putIfSet(tokens, "bos_token", special.bos());
-        putIfSet(tokens, "eos_token", special.eos());
-        putIfSet(tokens, "pad_token", special.pad());
-        putIfSet(tokens, "unk_token", special.unk());
-        this.tokens = Map.copyOf(tokens);
+        Map<String, Object> globals = new HashMap<>(Jinja.GLOBALS);
+        putIfSet(globals, "bos_token", special.bos());
+        putIfSet(globals, "eos_token", special.eos());
+        putIfSet(globals, "pad_token", special.pad());
+        putIfSet(globals, "unk_token", special.unk());
+        this.globals = Map.copyOf(globals);
     }
 
     public String name() {
@@ -44,7 +44,7 @@ public final class ChatTemplate {
 
     /** The conversation as the model sees it; {@code addGenerationPrompt} appends the assistant's header. */
     public String render(List<Message> messages, boolean addGenerationPrompt) {
-        Map<String, Object> context = new HashMap<>(tokens);
+        Map<String, Object> context = new HashMap<>(globals);
         List<Map<String, Object>> asMaps = new ArrayList<>(messages.size());
         for (Message message : messages) {
             Map<String, Object> map = new LinkedHashMap<>(message.extra());
