@@ -2,6 +2,7 @@ package dev.finetune.adapters;
 
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDManager;
+import ai.djl.ndarray.NDScope;
 import ai.djl.ndarray.types.DataType;
 import ai.djl.ndarray.types.Shape;
 import java.util.HashMap;
@@ -24,6 +25,11 @@ public final class Scalars {
 
     /** A float32 0-dim tensor holding {@code value}; lives as long as the owning manager. */
     public synchronized NDArray of(float value) {
-        return cache.computeIfAbsent(value, v -> owner.full(new Shape(), v, DataType.FLOAT32));
+        return cache.computeIfAbsent(value, v -> {
+            NDArray constant = owner.full(new Shape(), v, DataType.FLOAT32);
+            // First use may happen inside a step's NDScope, which would otherwise close the cached constant with the step.
+            NDScope.unregister(constant);
+            return constant;
+        });
     }
 }

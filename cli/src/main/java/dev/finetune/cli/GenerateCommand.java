@@ -1,0 +1,162 @@
+package dev.finetune.cli;
+
+import ai.djl.ndarray.NDManager;
+import com.google.gson.JsonArray;
+import com.google.gson.JsonObject;
+import dev.finetune.recipes.UserError;
+import dev.finetune.recipes.model.ModelConfig;
+import dev.finetune.trainers.ProcessMemory;
+import dev.finetune.trainers.generation.Completion;
+import dev.finetune.trainers.generation.GenerationSettings;
+import dev.finetune.trainers.generation.Generator;
+import dev.finetune.trainers.model.LlamaModel;
+import dev.finetune.trainers.model.LoadOptions;
+import java.io.PrintWriter;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.Set;
+import java.util.concurrent.Callable;
+import org.apache.logging.log4j.LogManager;
+import org.apache.logging.log4j.Logger;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Model.CommandSpec;
+import picocli.CommandLine.Option;
+import picocli.CommandLine.Parameters;
+import picocli.CommandLine.Spec;
+
+/** {@code finetune generate MODEL_DIR}: continue a prompt with a model, for people (text) or machines (--json). */
+@Command(name = "generate", mixinStandardHelpOptions = true,
+        description = "Continue a prompt with a model directory (Hugging Face layout, safetensors weights).")
+final class GenerateCommand implements Callable<Integer> {
+    private static final Logger LOG = LogManager.getLogger(GenerateCommand.class);
+
+    @Spec
+    CommandSpec spec;
+
+    @Parameters(index = "0", paramLabel = "MODEL_DIR", description = "A model directory with config.json and safetensors weights.")
+    Path modelDir;
+
+    @Option(names = "--prompt", paramLabel = "TEXT", description = "Prompt text (needs the model's tokenizer).")
+    String prompt;
+
+    @Option(names = "--prompt-ids", paramLabel = "IDS",
+            description = "Prompt as comma-separated token ids, e.g. 1,403,407. Repeat to generate for several prompts as one batch.")
+    List<String> promptIds;
+
+    @Option(names = "--max-new-tokens", paramLabel = "N", defaultValue = "128", description = "Tokens to generate at most (default: ${DEFAULT-VALUE}).")
+    int maxNewTokens;
+
+    @Option(names = "--temperature", paramLabel = "T", defaultValue = "0.8", description = "Sampling temperature; 0 is greedy (default: ${DEFAULT-VALUE}).")
+    float temperature;
+
+    @Option(names = "--top-p", paramLabel = "P", defaultValue = "1.0", description = "Nucleus sampling mass; 1 turns it off (default: ${DEFAULT-VALUE}).")
+    float topP;
+
+    @Option(names = "--top-k", paramLabel = "K", defaultValue = "0", description = "Sample among the K most likely tokens; 0 turns it off (default: ${DEFAULT-VALUE}).")
+    int topK;
+
+    @Option(names = "--seed", paramLabel = "S", defaultValue = "0", description = "Sampling seed (default: ${DEFAULT-VALUE}).")
+    long seed;
+
+    @Option(names = "--greedy", description = "Always take the most likely token (same as --temperature 0).")
+    boolean greedy;
+
+    @Option(names = "--ignore-eos", description = "Do not stop at the model's end-of-sequence token.")
+    boolean ignoreEos;
+
+    @Option(names = "--json",
+            description = "Print one JSON object per prompt and line: prompt_ids, generated_ids, stop, last_logits (raw logits at the last prompt position).")
+    boolean json;
+
+    @Override
+    public Integer call() {
+        List<long[]> prompts = promptTokens();
+        if (!Files.isDirectory(modelDir)) {
+            throw new UserError(modelDir.toString(), "model directory not found", "give a directory holding config.json and model.safetensors");
+        }
+        // Checked before the engine starts, so a typo costs no model load.
+        int vocabulary = ModelConfig.read(modelDir).vocabSize();
+        for (int p = 0; p < prompts.size(); p++) {
+            for (long id : prompts.get(p)) {
+                if (id < 0 || id >= vocabulary) {
+                    throw new UserError("--prompt-ids" + (prompts.size() > 1 ? " #" + (p + 1) : ""),
+                            "token id " + id + " is outside the vocabulary [0, " + vocabulary + ")", "use ids from this model's tokenizer");
+                }
+            }
+        }
+        GenerationSettings settings = new GenerationSettings(maxNewTokens, greedy ? 0f : temperature, topK, topP, seed, Set.of(), List.of());
+        try (NDManager manager = NDManager.newBaseManager()) {
+            long started = System.nanoTime();
+            LlamaModel model = LlamaModel.load(modelDir, manager, LoadOptions.inference());
+            LOG.info(String.format("loaded %s: %.1f MB of float32 weights in %.2f s, peak resident memory %.1f MB", modelDir,
+                    model.weightBytes() / 1e6, (System.nanoTime() - started) / 1e9, ProcessMemory.peakResidentBytes() / 1e6));
+            Integer eos = model.config().eosTokenId();
+            if (eos != null && !ignoreEos) {
+                settings = settings.withStops(Set.of(eos.longValue()), List.of());
+            }
+            List<Completion> completions = new Generator(model).generate(prompts, settings);
+            for (int p = 0; p < prompts.size(); p++) {
+                print(prompts.get(p), completions.get(p));
+            }
+        }
+        return Main.OK;
+    }
+
+    private List<long[]> promptTokens() {
+        if ((prompt == null) == (promptIds == null)) {
+            throw new UserError("generate", "give exactly one of --prompt and --prompt-ids", "e.g. --prompt-ids 1,403,407");
+        }
+        if (prompt != null) {
+            throw new UserError("--prompt", "text prompts need the tokenizer, which this build does not have yet",
+                    "pass token ids with --prompt-ids");
+        }
+        List<long[]> prompts = new java.util.ArrayList<>();
+        for (String text : promptIds) {
+            String[] parts = text.split(",", -1);
+            long[] ids = new long[parts.length];
+            for (int i = 0; i < parts.length; i++) {
+                try {
+                    ids[i] = Long.parseLong(parts[i].trim());
+                } catch (NumberFormatException e) {
+                    throw new UserError("--prompt-ids", "'" + parts[i] + "' (item " + (i + 1) + ") is not a token id",
+                            "give comma-separated integers, e.g. 1,403,407");
+                }
+            }
+            prompts.add(ids);
+        }
+        return prompts;
+    }
+
+    private void print(long[] ids, Completion completion) {
+        PrintWriter out = spec.commandLine().getOut();
+        if (json) {
+            JsonObject result = new JsonObject();
+            result.add("prompt_ids", array(ids));
+            result.add("generated_ids", array(completion.tokens()));
+            result.addProperty("stop", completion.stop().name().toLowerCase(java.util.Locale.ROOT));
+            JsonArray logits = new JsonArray();
+            for (float v : completion.lastPromptLogits()) {
+                logits.add(v);
+            }
+            result.add("last_logits", logits);
+            out.println(result);
+        } else {
+            // Until the tokenizer lands, people see the ids; --json is the machine form.
+            StringBuilder line = new StringBuilder();
+            for (long id : completion.tokens()) {
+                line.append(line.length() == 0 ? "" : " ").append(id);
+            }
+            out.println(line);
+        }
+        out.flush();
+    }
+
+    private static JsonArray array(long[] values) {
+        JsonArray a = new JsonArray();
+        for (long v : values) {
+            a.add(v);
+        }
+        return a;
+    }
+}

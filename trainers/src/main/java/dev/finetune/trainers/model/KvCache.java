@@ -1,0 +1,65 @@
+package dev.finetune.trainers.model;
+
+import ai.djl.ndarray.NDArray;
+import ai.djl.ndarray.NDManager;
+import ai.djl.ndarray.index.NDIndex;
+import ai.djl.ndarray.types.DataType;
+import ai.djl.ndarray.types.Shape;
+import dev.finetune.adapters.io.EngineTypes;
+
+/**
+ * Keys and values of every layer for {@code capacity} sequence slots, allocated once per generation and filled
+ * in place, so each new token costs attention over the past and no copy of it.
+ */
+public final class KvCache implements AutoCloseable {
+    private final NDArray[] keys;
+    private final NDArray[] values;
+    private final int capacity;
+    private int length;
+
+    KvCache(NDManager manager, int layers, int batch, int kvHeads, int capacity, int headDim) {
+        this.capacity = capacity;
+        keys = new NDArray[layers];
+        values = new NDArray[layers];
+        Shape shape = new Shape(batch, kvHeads, capacity, headDim);
+        for (int i = 0; i < layers; i++) {
+            keys[i] = EngineTypes.allocate(manager, shape, DataType.FLOAT32);
+            values[i] = EngineTypes.allocate(manager, shape, DataType.FLOAT32);
+        }
+    }
+
+    /** Slots filled so far. */
+    public int length() {
+        return length;
+    }
+
+    public int capacity() {
+        return capacity;
+    }
+
+    /** Called once all layers have stored {@code count} new slots. */
+    void advance(int count) {
+        length += count;
+    }
+
+    /** Stores {@code [B, Hkv, T, D]} at the current end and returns views of everything stored so far. */
+    NDArray[] append(int layer, NDArray key, NDArray value) {
+        int count = (int) key.getShape().get(2);
+        if (length + count > capacity) {
+            throw new IllegalStateException("KV cache holds " + capacity + " slots; " + (length + count) + " needed");
+        }
+        NDIndex fresh = new NDIndex(":, :, " + length + ":" + (length + count));
+        keys[layer].set(fresh, key);
+        values[layer].set(fresh, value);
+        NDIndex filled = new NDIndex(":, :, 0:" + (length + count));
+        return new NDArray[] {keys[layer].get(filled), values[layer].get(filled)};
+    }
+
+    @Override
+    public void close() {
+        for (int i = 0; i < keys.length; i++) {
+            keys[i].close();
+            values[i].close();
+        }
+    }
+}

@@ -1,0 +1,27 @@
+package dev.finetune.trainers.model;
+
+import ai.djl.ndarray.NDArray;
+import dev.finetune.adapters.NamedArray;
+import dev.finetune.adapters.Scalars;
+
+/** {@code x / sqrt(mean(x²) + eps) · weight} over the last axis; composed because the engine has no rms_norm. */
+final class RmsNorm {
+    private final NamedArray weight;
+    private final NDArray epsilon;
+    private final NDArray minusHalf;
+
+    RmsNorm(NamedArray weight, float epsilon, Scalars scalars) {
+        this.weight = weight;
+        this.epsilon = scalars.of(epsilon);
+        this.minusHalf = scalars.of(-0.5f);
+    }
+
+    NamedArray weight() {
+        return weight;
+    }
+
+    NDArray forward(NDArray x) {
+        NDArray inverseRms = x.square().mean(new int[] {-1}, true).add(epsilon).pow(minusHalf);
+        return x.mul(inverseRms).mul(weight.array());
+    }
+}
