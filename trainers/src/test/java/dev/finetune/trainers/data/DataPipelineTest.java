@@ -161,7 +161,7 @@ class DataPipelineTest {
                 + "{% if m.reasoning_content %}<think>{{ m.reasoning_content }}</think>{% endif %}{{ m.content }}"
                 + "{% if m.score is defined %} ({{ m.score }}){% endif %}{% endfor %}");
         DatasetSpec spec = new DatasetSpec(data, "chat_template", null, null, Map.of("reasoning_content", "thought"), null, null,
-                "jinja", "recipe.yaml:4:5");
+                "jinja", "recipe.yaml:4:5", null, "train", null, null);
         Example example = prepare(DataOptions.defaults().withChatTemplate("jinja", template.toString()), spec).train().get(0);
         assertArrayEquals(tokenizer.encode("[user Sue]Why?[assistant]<think>Think.</think>Because. (3)", false), example.inputIds());
         assertEquals(List.of("Because."), runs(example));
@@ -372,6 +372,11 @@ class DataPipelineTest {
         assertTrue(unknown.hint().contains("chat_template"), unknown.hint());
         UserError absent = assertThrows(UserError.class, () -> prepare(DataOptions.defaults(), spec(dir.resolve("nope.jsonl"), "alpaca")));
         assertEquals("recipe.yaml:4:5", absent.where());
+        DatasetSpec hub = new DatasetSpec(null, "alpaca", null, null, null, null, null, null, "recipe.yaml:4:5", "tatsu-lab/alpaca", "train", null, null);
+        UserError remote = assertThrows(UserError.class, () -> prepare(DataOptions.defaults(), hub));
+        assertTrue(remote.getMessage().contains("tatsu-lab/alpaca"), remote.getMessage());
+        DatasetSpec testSplit = new DatasetSpec(data, null, null, null, null, null, null, null, "recipe.yaml:4:5", null, "test", null, null);
+        assertTrue(assertThrows(UserError.class, () -> prepare(DataOptions.defaults(), testSplit)).getMessage().contains("split"));
     }
 
     @Test
