@@ -9,6 +9,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import dev.finetune.recipes.DatasetSpec;
 import dev.finetune.recipes.UserError;
 import dev.finetune.trainers.text.Tokenizer;
+import dev.finetune.trainers.train.sft.SftBatch;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -227,18 +228,22 @@ class DataPipelineTest {
                             .findFirst().orElseThrow();
                     assertTrue(seen.add(Arrays.toString(ids)), "each example is packed once");
                     for (int k = start; k < t; k++) {
-                        long expectedLabel = k + 1 < t ? example.labels()[k - start + 1] : Example.IGNORE;
-                        assertEquals(expectedLabel, batch.labels()[r][k], "shifted label at " + k);
+                        long expectedLabel = k == start ? Example.IGNORE : example.labels()[k - start];
+                        assertEquals(expectedLabel, batch.labels()[r][k], "label at " + k);
                     }
-                    assertEquals(Example.IGNORE, batch.labels()[r][t - 1], "no prediction across a boundary");
+                    assertEquals(Example.IGNORE, batch.labels()[r][start], "nothing predicts an example's first token");
                 }
                 for (; t < 256; t++) {
                     assertEquals(0, batch.segmentIds()[r][t]);
                     assertEquals(Example.IGNORE, batch.labels()[r][t]);
                 }
-                batchTargets += Arrays.stream(batch.labels()[r]).filter(l -> l != Example.IGNORE).count();
+                batchTargets += Arrays.stream(batch.labels()[r]).skip(1).filter(l -> l != Example.IGNORE).count();
             }
             assertEquals(batchTargets, batch.targetTokens());
+            // The loop's SftBatch reads the same arrays and must count the same targets.
+            SftBatch sft = new SftBatch(batch.rows(), batch.length(), Batch.rowMajor(batch.inputIds()), Batch.rowMajor(batch.positionIds()),
+                    Batch.rowMajor(batch.segmentIds()), Batch.rowMajor(batch.labels()));
+            assertEquals(batch.targetTokens(), sft.lossWeight());
             targets += batchTargets;
         }
         assertEquals(examples.size(), seen.size());
