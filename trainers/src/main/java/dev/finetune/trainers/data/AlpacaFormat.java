@@ -2,6 +2,7 @@ package dev.finetune.trainers.data;
 
 import com.google.gson.JsonObject;
 import dev.finetune.trainers.text.Tokenizer;
+import java.util.Arrays;
 import java.util.List;
 
 /**
@@ -42,7 +43,7 @@ record AlpacaFormat(Tokenizer tokenizer, boolean trainOnInputs) implements RowFo
         if (ids.length == 0 || eos < 0 || ids[ids.length - 1] == eos) {
             return ids;
         }
-        int[] out = java.util.Arrays.copyOf(ids, ids.length + 1);
+        int[] out = Arrays.copyOf(ids, ids.length + 1);
         out[ids.length] = eos;
         return out;
     }

@@ -8,12 +8,16 @@ import dev.finetune.recipes.UserError;
 import dev.finetune.trainers.text.ChatTemplate;
 import dev.finetune.trainers.text.ChatTemplates;
 import dev.finetune.trainers.text.Message;
+import dev.finetune.trainers.text.TemplateException;
 import dev.finetune.trainers.text.Tokenizer;
 import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.Set;
+import java.util.stream.Collectors;
 
 /**
  * {@code type: chat_template}: a list of messages rendered with the chosen chat template, with Axolotl's label
@@ -33,6 +37,8 @@ final class ChatTemplateFormat implements RowFormat {
     private final String messagesField;
     private final String roleField;
     private final String contentField;
+    /** Further message properties the dataset renames: template name → dataset field. */
+    private final Map<String, String> otherFields;
     private final Set<String> rolesToTrain;
     private final String trainOnEos;
     private final boolean trainOnInputs;
@@ -48,8 +54,12 @@ final class ChatTemplateFormat implements RowFormat {
         Map<String, String> mappings = spec.messagePropertyMappings() == null ? Map.of() : spec.messagePropertyMappings();
         this.roleField = blankTo(mappings.get("role"), "role");
         this.contentField = blankTo(mappings.get("content"), "content");
+        Map<String, String> others = new LinkedHashMap<>(mappings);
+        others.remove("role");
+        others.remove("content");
+        this.otherFields = Map.copyOf(others);
         List<String> roles = spec.rolesToTrain() == null ? List.of("assistant") : spec.rolesToTrain();
-        this.rolesToTrain = roles.stream().map(r -> ROLE_ALIASES.getOrDefault(r, r)).collect(java.util.stream.Collectors.toUnmodifiableSet());
+        this.rolesToTrain = roles.stream().map(r -> ROLE_ALIASES.getOrDefault(r, r)).collect(Collectors.toUnmodifiableSet());
         this.trainOnEos = blankTo(spec.trainOnEos(), "turn").toLowerCase(Locale.ROOT);
         if (!EOS_MODES.contains(trainOnEos)) {
             throw new UserError(spec.where(), "train_on_eos must be turn, last, all or none, got '" + spec.trainOnEos() + "'",
@@ -74,13 +84,13 @@ final class ChatTemplateFormat implements RowFormat {
         ChatTemplate.Rendered rendered;
         try {
             rendered = template.renderWithSpans(messages);
-        } catch (RuntimeException e) {
+        } catch (TemplateException e) {
             throw new InvalidRow(e.getMessage(), "check the conversation's roles and order against the chat template");
         }
         Tokenizer.Encoded encoded = tokenizer.encodeWithSpans(rendered.text());
         int[] ids = encoded.ids();
         int[] labels = new int[ids.length];
-        java.util.Arrays.fill(labels, Example.IGNORE);
+        Arrays.fill(labels, Example.IGNORE);
         int lastEos = -1;
         int eos = tokenizer.special().eosId();
         for (int m = 0; m < messages.size(); m++) {
@@ -146,10 +156,35 @@ final class ChatTemplateFormat implements RowFormat {
             if (index == 0 && !"system".equals(role) && system != null && !system.isJsonNull()) {
                 messages.add(new Message("system", Fields.asString(system, "system")));
             }
-            messages.add(new Message(role, content(message.get(contentField), where, hint)));
+            messages.add(new Message(role, content(message.get(contentField), where, hint), extra(message)));
             index++;
         }
         return messages;
+    }
+
+    /**
+     * Properties beyond role and content, under the names the template expects: renamed ones through
+     * message_property_mappings, the rest as the dataset spells them.
+     */
+    private Map<String, Object> extra(JsonObject message) {
+        Map<String, Object> extra = new LinkedHashMap<>();
+        for (Map.Entry<String, String> renamed : otherFields.entrySet()) {
+            Object value = Fields.toJava(message.get(renamed.getValue()));
+            if (value != null) {
+                extra.put(renamed.getKey(), value);
+            }
+        }
+        for (Map.Entry<String, JsonElement> field : message.entrySet()) {
+            String name = field.getKey();
+            if (name.equals(roleField) || name.equals(contentField) || otherFields.containsValue(name) || extra.containsKey(name)) {
+                continue;
+            }
+            Object value = Fields.toJava(field.getValue());
+            if (value != null) {
+                extra.put(name, value);
+            }
+        }
+        return extra;
     }
 
     private String text(JsonObject message, String field, String where, String hint) {

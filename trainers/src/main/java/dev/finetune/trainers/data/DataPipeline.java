@@ -29,6 +29,7 @@ public final class DataPipeline {
         List<DataReport.DatasetLine> lines = new ArrayList<>();
         List<String> notes = new ArrayList<>();
         for (DatasetSpec spec : specs) {
+            requireLocalTrainSplit(spec);
             RowFormat format = RowFormat.of(spec, options, tokenizer);
             if (format.note() != null) {
                 notes.add(spec.path().getFileName() + ": " + format.note());
@@ -68,6 +69,18 @@ public final class DataPipeline {
         Tokenizer.SpecialTokens special = tokenizer.special();
         int padId = special.padId() >= 0 ? special.padId() : Math.max(special.eosId(), 0);
         return new PreparedData(train, eval, options, padId, report);
+    }
+
+    /** Only local files are read here; a hub dataset has to be downloaded first, and local JSON has one split. */
+    private static void requireLocalTrainSplit(DatasetSpec spec) {
+        if (!spec.local()) {
+            throw new UserError(spec.where(), "dataset " + spec.remote() + " is not a local file; this trainer reads local"
+                    + " JSON Lines and JSON files only", "download it (e.g. as JSON Lines) and set path: to the file");
+        }
+        if (spec.split() != null && !spec.split().equals("train")) {
+            throw new UserError(spec.where(), "split: " + spec.split() + " does not exist in a local JSON file, whose rows"
+                    + " all form the train split", "remove split:, or point path: at the file holding those rows");
+        }
     }
 
     /** Which rows val_set_size holds out: a seeded draw of ceil(fraction × rows) rows, or the given count. */

@@ -1,5 +1,7 @@
 package dev.finetune.trainers.data;
 
+import java.util.Arrays;
+
 /**
  * One tokenized training example, before packing. {@code labels[t]} is {@code inputIds[t]} where that token is
  * learned and {@link #IGNORE} where it is not (Hugging Face's convention: not yet shifted).
@@ -30,6 +32,6 @@ public record Example(int[] inputIds, int[] labels) {
     }
 
     Example truncated(int length) {
-        return new Example(java.util.Arrays.copyOf(inputIds, length), java.util.Arrays.copyOf(labels, length));
+        return new Example(Arrays.copyOf(inputIds, length), Arrays.copyOf(labels, length));
     }
 }

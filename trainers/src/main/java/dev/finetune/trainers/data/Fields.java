@@ -2,6 +2,11 @@ package dev.finetune.trainers.data;
 
 import com.google.gson.JsonElement;
 import com.google.gson.JsonObject;
+import com.google.gson.JsonPrimitive;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
 
 /** Typed access to a row's fields, failing with the field's name and what was found instead. */
 final class Fields {
@@ -41,6 +46,43 @@ final class Fields {
         }
         String kind = value.getAsJsonPrimitive().isNumber() ? "number" : value.getAsJsonPrimitive().isBoolean() ? "boolean" : "string";
         return "the " + kind + " " + value;
+    }
+
+    /** JSON as plain Java values for templates; nulls are left out, as Axolotl drops None fields. */
+    static Object toJava(JsonElement value) {
+        if (value == null || value.isJsonNull()) {
+            return null;
+        }
+        if (value.isJsonArray()) {
+            List<Object> items = new ArrayList<>();
+            for (JsonElement item : value.getAsJsonArray()) {
+                items.add(toJava(item));
+            }
+            return items;
+        }
+        if (value.isJsonObject()) {
+            Map<String, Object> fields = new LinkedHashMap<>();
+            for (Map.Entry<String, JsonElement> field : value.getAsJsonObject().entrySet()) {
+                Object converted = toJava(field.getValue());
+                if (converted != null) {
+                    fields.put(field.getKey(), converted);
+                }
+            }
+            return fields;
+        }
+        JsonPrimitive primitive = value.getAsJsonPrimitive();
+        if (primitive.isBoolean()) {
+            return primitive.getAsBoolean();
+        }
+        if (primitive.isNumber()) {
+            // Python keeps 3 and 3.0 apart (a template prints "3" or "3.0"); so do we.
+            String text = primitive.getAsString();
+            if (text.matches("-?\\d{1,18}")) {
+                return Long.parseLong(text);
+            }
+            return primitive.getAsDouble();
+        }
+        return primitive.getAsString();
     }
 
     private static String renameHint(String typeName) {

@@ -1,6 +1,7 @@
 package dev.finetune.trainers.data;
 
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Collections;
 import java.util.List;
 import java.util.Random;
@@ -37,7 +38,10 @@ public final class PreparedData {
         return eval;
     }
 
-    /** The epoch's micro batches: examples shuffled by seed and epoch, packed when sample_packing is on. */
+    /**
+     * The epoch's micro batches: examples shuffled by seed and epoch, packed when sample_packing is on. A loop that
+     * permutes micro batches itself (the Trainer does) takes epoch 0's list once.
+     */
     public List<Batch> trainBatches(int epoch, int microBatchSize) {
         Random random = new Random(options.seed() * 1_000_003L + epoch);
         List<Integer> order = new ArrayList<>(IntStream.range(0, train.size()).boxed().toList());
@@ -100,8 +104,8 @@ public final class PreparedData {
         long targets = 0;
         int count = 0;
         for (int r = 0; r < rows.size(); r++) {
-            java.util.Arrays.fill(ids[r], padId);
-            java.util.Arrays.fill(labels[r], Example.IGNORE);
+            Arrays.fill(ids[r], padId);
+            Arrays.fill(labels[r], Example.IGNORE);
             int at = 0;
             int segment = 0;
             for (int index : rows.get(r)) {
@@ -113,12 +117,10 @@ public final class PreparedData {
                     ids[r][at + t] = example.inputIds()[t];
                     positions[r][at + t] = t;
                     segments[r][at + t] = segment;
-                    int next = t + 1 < n ? example.labels()[t + 1] : Example.IGNORE;
-                    labels[r][at + t] = next;
-                    if (next != Example.IGNORE) {
-                        targets++;
-                    }
+                    // Position at+t-1 predicts this label; for t = 0 that is the previous example's last token.
+                    labels[r][at + t] = t == 0 ? Example.IGNORE : example.labels()[t];
                 }
+                targets += example.targets();
                 at += n;
             }
         }

@@ -16,19 +16,21 @@ public final class ChatTemplate {
 
     private final String name;
     private final String source;
-    private final String adapted;
-    private final Map<String, Object> tokens;
+    private final Jinja.Compiled compiled;
+    private final Map<String, Object> globals;
 
     ChatTemplate(String name, String source, Tokenizer.SpecialTokens special) {
         this.name = name;
         this.source = source;
-        this.adapted = JinjaSource.adapt(source);
-        Map<String, Object> tokens = new HashMap<>(Jinja.GLOBALS);
-        putIfSet(tokens, "bos_token", special.bos());
-        putIfSet(tokens, "eos_token", special.eos());
-        putIfSet(tokens, "pad_token", special.pad());
-        putIfSet(tokens, "unk_token", special.unk());
-        this.tokens = Map.copyOf(tokens);
+        String adapted = JinjaSource.adapt(source);
+        Jinja.requireKnownFiltersAndTests(adapted);
+        this.compiled = Jinja.compile(adapted);
+        Map<String, Object> globals = new HashMap<>(Jinja.GLOBALS);
+        putIfSet(globals, "bos_token", special.bos());
+        putIfSet(globals, "eos_token", special.eos());
+        putIfSet(globals, "pad_token", special.pad());
+        putIfSet(globals, "unk_token", special.unk());
+        this.globals = Map.copyOf(globals);
     }
 
     public String name() {
@@ -42,17 +44,17 @@ public final class ChatTemplate {
 
     /** The conversation as the model sees it; {@code addGenerationPrompt} appends the assistant's header. */
     public String render(List<Message> messages, boolean addGenerationPrompt) {
-        Map<String, Object> context = new HashMap<>(tokens);
+        Map<String, Object> context = new HashMap<>(globals);
         List<Map<String, Object>> asMaps = new ArrayList<>(messages.size());
         for (Message message : messages) {
-            Map<String, Object> map = new LinkedHashMap<>();
+            Map<String, Object> map = new LinkedHashMap<>(message.extra());
             map.put("role", message.role());
             map.put("content", message.content());
             asMaps.add(map);
         }
         context.put("messages", asMaps);
         context.put("add_generation_prompt", addGenerationPrompt);
-        return Jinja.render(adapted, context);
+        return Jinja.render(compiled, context);
     }
 
     /**
@@ -69,7 +71,7 @@ public final class ChatTemplate {
         List<Span> spans = new ArrayList<>(messages.size());
         for (int i = 0; i < messages.size(); i++) {
             List<Message> probe = new ArrayList<>(messages);
-            probe.set(i, new Message(messages.get(i).role(), PLACEHOLDER));
+            probe.set(i, messages.get(i).withContent(PLACEHOLDER));
             String framed = render(probe, false);
             int at = framed.indexOf(PLACEHOLDER);
             if (at < 0) {
@@ -77,13 +79,13 @@ public final class ChatTemplate {
                 continue;
             }
             if (framed.indexOf(PLACEHOLDER, at + 1) >= 0) {
-                throw new Jinja.TemplateException("chat template '" + name + "' writes message " + i
+                throw new TemplateException("chat template '" + name + "' writes message " + i
                         + "'s content more than once, so its tokens cannot be told apart for label masking");
             }
             String before = framed.substring(0, at);
             String after = framed.substring(at + PLACEHOLDER.length());
             if (!text.startsWith(before) || !text.endsWith(after) || before.length() + after.length() > text.length()) {
-                throw new Jinja.TemplateException("chat template '" + name + "' renders message " + i + " ("
+                throw new TemplateException("chat template '" + name + "' renders message " + i + " ("
                         + messages.get(i).role() + ") differently depending on its content, so its tokens cannot be"
                         + " located for label masking");
             }

@@ -69,7 +69,7 @@ public final class ChatTemplates {
                 name = name.substring(FALLBACK_PREFIX.length());
             }
             return builtIn(name, tokenizer.special(), where);
-        } catch (Jinja.TemplateException e) {
+        } catch (TemplateException e) {
             throw new UserError(where, "chat template '" + name + "' cannot be used: " + e.getMessage(),
                     "choose a built-in (" + String.join(", ", builtInNames()) + ") or pass chat_template_jinja");
         }

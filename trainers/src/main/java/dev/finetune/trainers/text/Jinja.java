@@ -4,11 +4,18 @@ import com.hubspot.jinjava.Jinjava;
 import com.hubspot.jinjava.JinjavaConfig;
 import com.hubspot.jinjava.LegacyOverrides;
 import com.hubspot.jinjava.el.JinjavaInterpreterResolver;
-import com.hubspot.jinjava.interpret.RenderResult;
+import com.hubspot.jinjava.interpret.Context;
+import com.hubspot.jinjava.interpret.JinjavaInterpreter;
 import com.hubspot.jinjava.interpret.TemplateError;
 import com.hubspot.jinjava.lib.fn.ELFunctionDefinition;
+import com.hubspot.jinjava.tree.Node;
 import java.time.ZonedDateTime;
+import java.time.format.TextStyle;
+import java.util.List;
+import java.util.Locale;
 import java.util.Map;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 import jinjava.javax.el.CompositeELResolver;
 
 /**
@@ -19,6 +26,10 @@ import jinjava.javax.el.CompositeELResolver;
 final class Jinja {
     private static final Jinjava ENGINE = newEngine();
     private static final String RAISED = "template raised: ";
+    private static final Pattern BLOCK = Pattern.compile("(\\{\\{|\\{%)(.*?)(\\}\\}|%\\})", Pattern.DOTALL);
+    private static final Pattern STRING_LITERAL = Pattern.compile("'(?:[^'\\\\]|\\\\.)*'|\"(?:[^\"\\\\]|\\\\.)*\"");
+    private static final Pattern FILTER_NAME = Pattern.compile("\\|\\s*([A-Za-z_]\\w*)");
+    private static final Pattern TEST_NAME = Pattern.compile("\\bis\\s+(?:not\\s+)?([A-Za-z_]\\w*)");
     /**
      * Jinja2 sees transformers' functions as globals, so {@code strftime_now is defined} holds; jinjava's functions
      * are not variables. These markers make the test pass; calls still reach the registered functions.
@@ -27,16 +38,78 @@ final class Jinja {
 
     private Jinja() {}
 
-    /** Thrown for a template jinjava would get wrong, or one that fails while rendering. */
-    static final class TemplateException extends RuntimeException {
-        TemplateException(String message) {
-            super(message);
+    /**
+     * jinjava renders an unknown filter as an empty string without any error, where Jinja2 refuses the template;
+     * refuse it here too. Tests ({@code x is foo}) are checked the same way.
+     */
+    static void requireKnownFiltersAndTests(String source) {
+        Matcher block = BLOCK.matcher(source);
+        while (block.find()) {
+            String body = withoutStrings(block.group(2));
+            Matcher filter = FILTER_NAME.matcher(body);
+            while (filter.find()) {
+                if (ENGINE.getGlobalContext().getFilter(filter.group(1)) == null) {
+                    throw new TemplateException("the template uses the filter '" + filter.group(1) + "', which jinjava does not have");
+                }
+            }
+            Matcher test = TEST_NAME.matcher(body);
+            while (test.find()) {
+                if (ENGINE.getGlobalContext().getExpTest(test.group(1)) == null) {
+                    throw new TemplateException("the template uses the test 'is " + test.group(1) + "', which jinjava does not have");
+                }
+            }
         }
     }
 
-    static String render(String adaptedSource, Map<String, Object> context) {
-        RenderResult result = ENGINE.renderForResult(adaptedSource, context);
-        for (TemplateError error : result.getErrors()) {
+    /** The expression with every string literal emptied, so a '|' or 'is' inside quotes is not mistaken. */
+    private static String withoutStrings(String expression) {
+        return STRING_LITERAL.matcher(expression).replaceAll("''");
+    }
+
+    /** A template parsed once; jinjava would otherwise parse the whole source again for every render. */
+    static final class Compiled {
+        private final Node tree;
+
+        private Compiled(Node tree) {
+            this.tree = tree;
+        }
+    }
+
+    /** Parses the adapted source, failing now (not at the first dataset row) on a syntax error. */
+    static Compiled compile(String adaptedSource) {
+        JinjavaInterpreter interpreter = ENGINE.newInterpreter();
+        JinjavaInterpreter.pushCurrent(interpreter);
+        try {
+            Node tree = interpreter.parse(adaptedSource);
+            failOnErrors(interpreter.getErrorsCopy());
+            return new Compiled(tree);
+        } finally {
+            JinjavaInterpreter.popCurrent();
+        }
+    }
+
+    /** What {@code Jinjava.renderForResult} does, minus the parse: a fresh context over a copy of the globals. */
+    static String render(Compiled template, Map<String, Object> variables) {
+        Context context = new Context(ENGINE.getGlobalContextCopy(), variables);
+        JinjavaInterpreter interpreter = new JinjavaInterpreter(ENGINE, context, ENGINE.getGlobalConfig());
+        JinjavaInterpreter.pushCurrent(interpreter);
+        String output;
+        try {
+            output = interpreter.render(template.tree);
+        } catch (TemplateException e) {
+            throw e;
+        } catch (RuntimeException e) {
+            throw new TemplateException("template error: " + e.getMessage());
+        } finally {
+            JinjavaInterpreter.popCurrent();
+            context.reset();
+        }
+        failOnErrors(interpreter.getErrorsCopy());
+        return output;
+    }
+
+    private static void failOnErrors(List<TemplateError> errors) {
+        for (TemplateError error : errors) {
             if (error.getSeverity() == TemplateError.ErrorType.FATAL
                     || error.getReason() == TemplateError.ErrorReason.SYNTAX_ERROR
                     || error.getReason() == TemplateError.ErrorReason.EXCEPTION) {
@@ -44,7 +117,6 @@ final class Jinja {
                 throw new TemplateException(raisedMessage(error) + line);
             }
         }
-        return result.getOutput();
     }
 
     /** {@code raise_exception('msg')} in a template; jinjava reports it as a fatal error carrying our message. */
@@ -68,10 +140,10 @@ final class Jinja {
                 case 'm' -> String.format("%02d", now.getMonthValue());
                 case 'Y' -> String.valueOf(now.getYear());
                 case 'y' -> String.format("%02d", now.getYear() % 100);
-                case 'b' -> now.getMonth().getDisplayName(java.time.format.TextStyle.SHORT, java.util.Locale.ENGLISH);
-                case 'B' -> now.getMonth().getDisplayName(java.time.format.TextStyle.FULL, java.util.Locale.ENGLISH);
-                case 'a' -> now.getDayOfWeek().getDisplayName(java.time.format.TextStyle.SHORT, java.util.Locale.ENGLISH);
-                case 'A' -> now.getDayOfWeek().getDisplayName(java.time.format.TextStyle.FULL, java.util.Locale.ENGLISH);
+                case 'b' -> now.getMonth().getDisplayName(TextStyle.SHORT, Locale.ENGLISH);
+                case 'B' -> now.getMonth().getDisplayName(TextStyle.FULL, Locale.ENGLISH);
+                case 'a' -> now.getDayOfWeek().getDisplayName(TextStyle.SHORT, Locale.ENGLISH);
+                case 'A' -> now.getDayOfWeek().getDisplayName(TextStyle.FULL, Locale.ENGLISH);
                 case 'H' -> String.format("%02d", now.getHour());
                 case 'M' -> String.format("%02d", now.getMinute());
                 case 'S' -> String.format("%02d", now.getSecond());
@@ -93,14 +165,17 @@ final class Jinja {
     }
 
     private static Jinjava newEngine() {
-        // Without the trimming override jinjava ignores {{- and -}} on expressions, which real templates rely on.
-        LegacyOverrides jinja2Whitespace = LegacyOverrides.newBuilder().withUseTrimmingForNotesAndExpressions(true).build();
+        // Without the trimming override jinjava ignores {{- and -}} on expressions, which real templates rely on;
+        // the pyish mapper prints dicts and lists the way Python does.
+        LegacyOverrides jinja2Whitespace = LegacyOverrides.newBuilder().withUseTrimmingForNotesAndExpressions(true)
+                .withUsePyishObjectMapper(true).build();
         CompositeELResolver resolver = new CompositeELResolver();
         resolver.add(new PythonStrings());
         resolver.add(JinjavaInterpreterResolver.DEFAULT_RESOLVER_READ_WRITE);
         Jinjava engine = new Jinjava(JinjavaConfig.newBuilder().withTrimBlocks(true).withLstripBlocks(true)
                 .withLegacyOverrides(jinja2Whitespace).withElResolver(resolver).build());
         engine.registerTag(new GenerationTag());
+        engine.registerFilter(new PythonJson());
         engine.registerFunction(new ELFunctionDefinition("", "raise_exception", Jinja.class, "raiseException", String.class));
         engine.registerFunction(new ELFunctionDefinition("", "strftime_now", Jinja.class, "strftimeNow", String.class));
         return engine;

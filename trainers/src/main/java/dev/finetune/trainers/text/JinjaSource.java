@@ -34,7 +34,7 @@ final class JinjaSource {
 
     private JinjaSource() {}
 
-    /** The source jinjava should run; throws {@link Jinja.TemplateException} for one it cannot run faithfully. */
+    /** The source jinjava should run; throws {@link TemplateException} for one it cannot run faithfully. */
     static String adapt(String source) {
         refuseForElse(source);
         String adapted = source.endsWith("\r\n") ? source.substring(0, source.length() - 2)
@@ -55,7 +55,7 @@ final class JinjaSource {
                 case "endfor", "endif" -> open.poll();
                 case "else" -> {
                     if ("for".equals(open.peek())) {
-                        throw new Jinja.TemplateException("the template has a for loop with an else branch, which jinjava"
+                        throw new TemplateException("the template has a for loop with an else branch, which jinjava"
                                 + " renders after every item; pass a rewritten copy as chat_template_jinja");
                     }
                 }
@@ -126,7 +126,7 @@ final class JinjaSource {
             String iterable = header.substring(in + 2, filter).strip();
             String condition = header.substring(filter + 2).strip();
             if (keyword(condition, "recursive", 0) >= 0) {
-                throw new Jinja.TemplateException("the template filters a recursive loop (`" + body + "`), which jinjava"
+                throw new TemplateException("the template filters a recursive loop (`" + body + "`), which jinjava"
                         + " cannot evaluate; pass a rewritten copy as chat_template_jinja");
             }
             String kept = "finetune_kept_" + rewritten++;

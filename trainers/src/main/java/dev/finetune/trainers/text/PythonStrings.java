@@ -6,6 +6,8 @@ import java.util.Collection;
 import java.util.Iterator;
 import java.util.List;
 import java.util.Locale;
+import java.util.function.Predicate;
+import java.util.regex.Pattern;
 import jinjava.javax.el.ELContext;
 import jinjava.javax.el.ELResolver;
 
@@ -16,7 +18,7 @@ import jinjava.javax.el.ELResolver;
  * ({@code split} takes a regex in Java). Indexing a string ({@code role[0]}) is handled here too.
  */
 final class PythonStrings extends ELResolver {
-    private static final java.util.regex.Pattern INDEX = java.util.regex.Pattern.compile("\\s*-?\\d{1,9}\\s*");
+    private static final Pattern INDEX = Pattern.compile("\\s*-?\\d{1,9}\\s*");
 
     @Override
     public Object invoke(ELContext context, Object base, Object method, Class<?>[] types, Object[] args) {
@@ -50,7 +52,7 @@ final class PythonStrings extends ELResolver {
     }
 
     /** Python accepts a tuple of prefixes; templates pass a list. */
-    private static Boolean anyMatch(Object candidates, java.util.function.Predicate<String> test) {
+    private static Boolean anyMatch(Object candidates, Predicate<String> test) {
         if (candidates instanceof Collection<?> many) {
             return many.stream().anyMatch(c -> test.test(String.valueOf(c)));
         }

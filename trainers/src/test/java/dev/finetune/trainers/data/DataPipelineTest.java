@@ -9,6 +9,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import dev.finetune.recipes.DatasetSpec;
 import dev.finetune.recipes.UserError;
 import dev.finetune.trainers.text.Tokenizer;
+import dev.finetune.trainers.train.sft.SftBatch;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -154,6 +155,20 @@ class DataPipelineTest {
     }
 
     @Test
+    void otherMessageFieldsReachTheTemplate() throws IOException {
+        Path data = write("reasoning.jsonl", "{\"messages\": [{\"role\": \"user\", \"content\": \"Why?\", \"name\": \"Sue\"},"
+                + " {\"role\": \"assistant\", \"content\": \"Because.\", \"thought\": \"Think.\", \"score\": 3, \"extra\": null}]}");
+        Path template = write("t.jinja", "{% for m in messages %}[{{ m.role }}{% if m.name %} {{ m.name }}{% endif %}]"
+                + "{% if m.reasoning_content %}<think>{{ m.reasoning_content }}</think>{% endif %}{{ m.content }}"
+                + "{% if m.score is defined %} ({{ m.score }}){% endif %}{% endfor %}");
+        DatasetSpec spec = new DatasetSpec(data, "chat_template", null, null, Map.of("reasoning_content", "thought"), null, null,
+                "jinja", "recipe.yaml:4:5", null, "train", null, null);
+        Example example = prepare(DataOptions.defaults().withChatTemplate("jinja", template.toString()), spec).train().get(0);
+        assertArrayEquals(tokenizer.encode("[user Sue]Why?[assistant]<think>Think.</think>Because. (3)", false), example.inputIds());
+        assertEquals(List.of("Because."), runs(example));
+    }
+
+    @Test
     void completionLearnsEverythingAndSplitsLongText() throws IOException {
         String story = "Once upon a time there was a little girl named Lily. She loved to play outside in the park. ".repeat(6);
         Path data = write("stories.jsonl", "{\"story\": \"" + story + "\"}");
@@ -213,18 +228,22 @@ class DataPipelineTest {
                             .findFirst().orElseThrow();
                     assertTrue(seen.add(Arrays.toString(ids)), "each example is packed once");
                     for (int k = start; k < t; k++) {
-                        long expectedLabel = k + 1 < t ? example.labels()[k - start + 1] : Example.IGNORE;
-                        assertEquals(expectedLabel, batch.labels()[r][k], "shifted label at " + k);
+                        long expectedLabel = k == start ? Example.IGNORE : example.labels()[k - start];
+                        assertEquals(expectedLabel, batch.labels()[r][k], "label at " + k);
                     }
-                    assertEquals(Example.IGNORE, batch.labels()[r][t - 1], "no prediction across a boundary");
+                    assertEquals(Example.IGNORE, batch.labels()[r][start], "nothing predicts an example's first token");
                 }
                 for (; t < 256; t++) {
                     assertEquals(0, batch.segmentIds()[r][t]);
                     assertEquals(Example.IGNORE, batch.labels()[r][t]);
                 }
-                batchTargets += Arrays.stream(batch.labels()[r]).filter(l -> l != Example.IGNORE).count();
+                batchTargets += Arrays.stream(batch.labels()[r]).skip(1).filter(l -> l != Example.IGNORE).count();
             }
             assertEquals(batchTargets, batch.targetTokens());
+            // The loop's SftBatch reads the same arrays and must count the same targets.
+            SftBatch sft = new SftBatch(batch.rows(), batch.length(), Batch.rowMajor(batch.inputIds()), Batch.rowMajor(batch.positionIds()),
+                    Batch.rowMajor(batch.segmentIds()), Batch.rowMajor(batch.labels()));
+            assertEquals(batch.targetTokens(), sft.lossWeight());
             targets += batchTargets;
         }
         assertEquals(examples.size(), seen.size());
@@ -358,6 +377,11 @@ class DataPipelineTest {
         assertTrue(unknown.hint().contains("chat_template"), unknown.hint());
         UserError absent = assertThrows(UserError.class, () -> prepare(DataOptions.defaults(), spec(dir.resolve("nope.jsonl"), "alpaca")));
         assertEquals("recipe.yaml:4:5", absent.where());
+        DatasetSpec hub = new DatasetSpec(null, "alpaca", null, null, null, null, null, null, "recipe.yaml:4:5", "tatsu-lab/alpaca", "train", null, null);
+        UserError remote = assertThrows(UserError.class, () -> prepare(DataOptions.defaults(), hub));
+        assertTrue(remote.getMessage().contains("tatsu-lab/alpaca"), remote.getMessage());
+        DatasetSpec testSplit = new DatasetSpec(data, null, null, null, null, null, null, null, "recipe.yaml:4:5", null, "test", null, null);
+        assertTrue(assertThrows(UserError.class, () -> prepare(DataOptions.defaults(), testSplit)).getMessage().contains("split"));
     }
 
     @Test

@@ -102,7 +102,7 @@ class ChatTemplatesTest {
         assertEquals("<s><start_of_turn>user\nHi there<end_of_turn>\n<start_of_turn>model\nHello.<end_of_turn>\n"
                 + "<start_of_turn>user\nBye<end_of_turn>\n<start_of_turn>model\nGoodbye.<end_of_turn>\n",
                 render("gemma", WITHOUT_SYSTEM, false));
-        Jinja.TemplateException raised = assertThrows(Jinja.TemplateException.class, () -> render("gemma", WITH_SYSTEM, false));
+        TemplateException raised = assertThrows(TemplateException.class, () -> render("gemma", WITH_SYSTEM, false));
         assertTrue(raised.getMessage().contains("no system role"), raised.getMessage());
     }
 
@@ -166,6 +166,24 @@ class ChatTemplatesTest {
                 + "{{- 'date:' ~ (strftime_now is defined) }}\n";
         assertEquals("<s>You are terse.<u>Hi there<A>Hello.</A><u>Bye<A>Goodbye.</A>date:true",
                 ChatTemplates.resolve("jinja", indented, tokenizer, "k").render(WITH_SYSTEM, false));
+    }
+
+    @Test
+    void tojsonWritesWhatPythonsJsonDumpsWrites() {
+        String dumps = "{{ {'name': 'tell', 'args': ['x', 'é', 1, true, none]} | tojson }}|{{ {'a': {'b': []} } | tojson(indent=2) }}";
+        assertEquals("{\"name\": \"tell\", \"args\": [\"x\", \"é\", 1, true, null]}|{\n  \"a\": {\n    \"b\": []\n  }\n}",
+                ChatTemplates.resolve("jinja", dumps, tokenizer, "k").render(WITH_SYSTEM, false));
+    }
+
+    @Test
+    void unknownFiltersAndTestsAreRefusedNotRenderedEmpty() {
+        UserError filter = assertThrows(UserError.class,
+                () -> ChatTemplates.resolve("jinja", "{{ messages[0].content | shout }}", tokenizer, "k"));
+        assertTrue(filter.getMessage().contains("filter 'shout'"), filter.getMessage());
+        UserError test = assertThrows(UserError.class,
+                () -> ChatTemplates.resolve("jinja", "{% if messages is shouting %}x{% endif %}", tokenizer, "k"));
+        assertTrue(test.getMessage().contains("is shouting"), test.getMessage());
+        assertEquals("a|b", ChatTemplates.resolve("jinja", "{{ 'a|b' }}", tokenizer, "k").render(WITH_SYSTEM, false));
     }
 
     @Test
