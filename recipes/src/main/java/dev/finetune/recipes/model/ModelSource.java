@@ -39,7 +39,7 @@ public sealed interface ModelSource {
         }
         Path local = recipeDir == null ? Path.of(baseModel) : recipeDir.resolve(baseModel);
         if (Files.isDirectory(local)) {
-            return new Found(ModelConfig.read(local), local.resolve("config.json").toString());
+            return new Found(ModelConfig.read(local), "its config.json");
         }
         return KnownModels.lookup(baseModel)
                 .<ModelSource>map(c -> new Found(c, "built-in table"))

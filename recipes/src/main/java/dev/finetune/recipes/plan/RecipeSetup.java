@@ -65,8 +65,7 @@ public final class RecipeSetup {
      * are kept in fp32 by PEFT (16 B per adapter parameter, the mixed-precision row). {@code --precision} overrides.
      */
     public static PrecisionRegime regime(Recipe recipe, Hardware hardware) {
-        boolean gpu = hardware instanceof Hardware.Gpus;
-        if (recipe.precision().compute(gpu) == Recipe.ComputeDtype.FP32) {
+        if (!(hardware instanceof Hardware.Gpus) || recipe.precision().compute(true) == Recipe.ComputeDtype.FP32) {
             return PrecisionRegime.FP32;
         }
         return recipe.adapter() instanceof AdapterSpec.Lora ? PrecisionRegime.MIXED_FP32_MASTER : PrecisionRegime.BF16_PURE;

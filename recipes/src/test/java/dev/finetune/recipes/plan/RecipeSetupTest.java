@@ -78,6 +78,10 @@ class RecipeSetupTest {
         Hardware cpu = RecipeSetup.hardware(r.hardware());
         assertTrue(cpu instanceof Hardware.Cpu);
         assertEquals(PrecisionRegime.FP32, RecipeSetup.of(r, "llama", LLAMA_8B, cpu, null, 1, 1, 0).precision());
+        Recipe bf16 = recipe(QLORA, Recipe.Flag.TRUE, Recipe.Optimizer.ADAMW_TORCH, false, new Recipe.Objective.Sft(), null,
+                new Recipe.Hardware.Cpu());
+        assertEquals(PrecisionRegime.FP32, RecipeSetup.of(bf16, "llama", LLAMA_8B, cpu, null, 1, 1, 0).precision(),
+                "the CPU trainer computes in fp32 even when the recipe says bf16");
         assertEquals(PrecisionRegime.BF16_PURE, RecipeSetup.of(r, "llama", LLAMA_8B, ONE_24, PrecisionRegime.BF16_PURE, 1, 1, 0).precision());
         // bf16: auto means bf16 on a GPU.
         assertEquals(PrecisionRegime.MIXED_FP32_MASTER, RecipeSetup.of(r, "llama", LLAMA_8B, ONE_24, null, 1, 1, 0).precision());

@@ -1,0 +1,128 @@
+package dev.finetune.cli;
+
+import dev.finetune.recipes.BatchPlan;
+import dev.finetune.recipes.Recipe;
+import dev.finetune.recipes.UserError;
+import dev.finetune.recipes.ValidatedRecipe;
+import dev.finetune.recipes.model.ModelSource;
+import dev.finetune.recipes.plan.Hardware;
+import dev.finetune.recipes.plan.MemoryPlan;
+import dev.finetune.recipes.plan.MemorySize;
+import dev.finetune.recipes.plan.PlanJson;
+import dev.finetune.recipes.plan.PlanText;
+import dev.finetune.recipes.plan.PrecisionRegime;
+import dev.finetune.recipes.plan.RecipeSetup;
+import dev.finetune.recipes.plan.TrainingSetup;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
+import java.util.concurrent.Callable;
+import picocli.CommandLine.ArgGroup;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Option;
+import picocli.CommandLine.Parameters;
+
+@Command(name = "plan", mixinStandardHelpOptions = true,
+        description = {"Batch arithmetic and memory per device, term by term and phase by phase, without loading anything.",
+            "Exit 0 when it fits, 2 when it does not (the plan then lists the changes that would make it fit)."})
+final class PlanCommand implements Callable<Integer> {
+
+    @Parameters(index = "0", paramLabel = "RECIPE", description = "the recipe YAML file")
+    Path recipe;
+
+    @Parameters(index = "1..*", arity = "0..*", paramLabel = "KEY=VALUE", description = "overrides, validated like file keys")
+    List<String> overrides = new ArrayList<>();
+
+    @ArgGroup(exclusive = true)
+    Where where;
+
+    static final class Where {
+        @ArgGroup(exclusive = false)
+        Gpus gpus;
+
+        @Option(names = "--cpu", description = "plan for this machine's CPU and RAM")
+        boolean cpu;
+    }
+
+    static final class Gpus {
+        @Option(names = "--gpus", paramLabel = "N", description = "GPUs per node (default: the recipe's, else 1)")
+        Integer perNode;
+
+        @Option(names = "--nodes", paramLabel = "M", description = "nodes (default: the recipe's, else 1)")
+        Integer nodes;
+
+        @Option(names = "--gpu-memory", paramLabel = "SIZE", description = "memory of one GPU, e.g. 80GiB (default: the recipe's)")
+        String memory;
+    }
+
+    @Option(names = "--model-config", paramLabel = "PATH",
+            description = "config.json (or its directory) of a model the built-in table does not know")
+    Path modelConfig;
+
+    @Option(names = "--precision", paramLabel = "REGIME",
+            description = "bytes per parameter: fp32, bf16 (pure), bf16-fp32-moments, mixed (fp32 master); default: what our trainers run")
+    String precision;
+
+    @Option(names = "--json", description = "print one JSON object instead of the table")
+    boolean json;
+
+    @Override
+    public Integer call() {
+        ValidatedRecipe validated = ValidatedRecipe.load(recipe, overrides);
+        ValidateCommand.printWarnings(validated.warnings());
+        Recipe r = validated.recipe();
+        Path dir = recipe.toAbsolutePath().normalize().getParent();
+        String base = r.model().baseModelConfig() != null ? r.model().baseModelConfig() : r.model().baseModel();
+        ModelSource source = ModelSource.resolve(base, dir, modelConfig);
+        if (source instanceof ModelSource.Unknown unknown) {
+            throw unknown.asError();
+        }
+        ModelSource.Found found = (ModelSource.Found) source;
+        BatchPlan batch = validated.plan();
+        TrainingSetup setup = RecipeSetup.of(r, base + " (" + found.from() + ")", found.config(), hardware(r), regime(),
+                batch.micro(), batch.accumulation(), batch.generationBatch());
+        MemoryPlan plan = MemoryPlan.of(setup);
+        if (json) {
+            System.out.println(PlanJson.render(plan));
+        } else {
+            System.out.print(batch.describe());
+            System.out.println();
+            System.out.print(PlanText.render(plan));
+        }
+        return plan.estimate().fits() ? Main.OK : Main.BAD_INPUT;
+    }
+
+    private Hardware hardware(Recipe r) {
+        if (where == null) {
+            return RecipeSetup.hardware(r.hardware());
+        }
+        if (where.cpu) {
+            return Hardware.thisMachine();
+        }
+        Gpus g = where.gpus;
+        Recipe.Hardware.Gpus written = r.hardware() instanceof Recipe.Hardware.Gpus w ? w : null;
+        int perNode = g.perNode != null ? g.perNode : written != null ? written.perNode() : 1;
+        int nodes = g.nodes != null ? g.nodes : written != null ? written.nodes() : 1;
+        Long memory = g.memory != null ? Long.valueOf(MemorySize.parse(g.memory, "--gpu-memory"))
+                : written != null ? written.gpuMemoryBytes() : null;
+        if (memory == null) {
+            throw new UserError("--gpu-memory", "the plan needs the memory of one GPU", "pass --gpu-memory 80GiB");
+        }
+        return new Hardware.Gpus(perNode, nodes, memory);
+    }
+
+    private PrecisionRegime regime() {
+        if (precision == null) {
+            return null;
+        }
+        return switch (precision.toLowerCase(Locale.ROOT)) {
+            case "fp32" -> PrecisionRegime.FP32;
+            case "bf16", "bf16-pure" -> PrecisionRegime.BF16_PURE;
+            case "bf16-fp32-moments" -> PrecisionRegime.BF16_FP32_MOMENTS;
+            case "mixed" -> PrecisionRegime.MIXED_FP32_MASTER;
+            default -> throw new UserError("--precision", "unknown precision regime '" + precision + "'",
+                    "use fp32, bf16, bf16-fp32-moments or mixed");
+        };
+    }
+}

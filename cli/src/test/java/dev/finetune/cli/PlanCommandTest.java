@@ -1,0 +1,77 @@
+package dev.finetune.cli;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import com.google.gson.JsonObject;
+import com.google.gson.JsonParser;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/** {@code finetune plan} through the real entry point in a child JVM, on shipped configs and on a recipe that cannot fit. */
+class PlanCommandTest {
+
+    static Path config(String name) {
+        return MainProcessTest.repoRoot().resolve("configs").resolve(name);
+    }
+
+    @Test
+    void shippedQloraRecipeFitsItsCard(@TempDir Path work) throws Exception {
+        MainProcessTest.Run r = MainProcessTest.run(work, "plan", config("llama-3.1-8b/qlora-sft.yaml").toString());
+        assertEquals(0, r.exit(), r.out() + r.err());
+        assertTrue(r.out().contains("weights_nf4"), r.out());
+        assertTrue(r.out().contains("verdict    fits"), r.out());
+    }
+
+    @Test
+    void jsonCarriesPeakCapacityTermsAndBatch(@TempDir Path work) throws Exception {
+        MainProcessTest.Run r = MainProcessTest.run(work, "plan", config("llama-3.1-70b/full-fsdp.yaml").toString(), "--json");
+        JsonObject o = JsonParser.parseString(r.out()).getAsJsonObject();
+        assertEquals(80L << 30, o.get("capacity_bytes").getAsLong());
+        assertEquals(o.get("fits").getAsBoolean() ? 0 : 2, r.exit());
+        assertTrue(o.getAsJsonObject("terms").has("fsdp_buffers"));
+        assertEquals(8, o.getAsJsonObject("batch").get("ranks").getAsInt());
+        assertEquals(o.getAsJsonObject("batch").get("micro").getAsInt() * 8 * o.getAsJsonObject("batch").get("accumulation").getAsInt(),
+                o.getAsJsonObject("batch").get("global").getAsInt());
+    }
+
+    @Test
+    void aRecipeThatCannotFitExitsTwoWithRankedRemedies(@TempDir Path work) throws Exception {
+        MainProcessTest.Run r = MainProcessTest.run(work, "plan", config("llama-3.1-70b/full-fsdp.yaml").toString(),
+                "--gpus", "1", "--gpu-memory", "80GiB");
+        assertEquals(2, r.exit(), r.out() + r.err());
+        assertTrue(r.out().contains("does not fit"), r.out());
+        assertTrue(r.out().contains("1. "), r.out());
+        assertFalse(r.err().contains("\tat "), r.err());
+    }
+
+    @Test
+    void anUnknownRemoteModelAsksForItsConfig(@TempDir Path work) throws Exception {
+        Path data = Files.writeString(work.resolve("data.jsonl"), "{\"text\": \"hello\"}\n");
+        Path recipe = Files.writeString(work.resolve("r.yaml"), """
+                base_model: someone/unreleased-model
+                datasets:
+                  - path: data.jsonl
+                    type: completion
+                sequence_len: 512
+                micro_batch_size: 1
+                gradient_accumulation_steps: 1
+                learning_rate: 1e-5
+                output_dir: out
+                """);
+        MainProcessTest.Run r = MainProcessTest.run(work, "plan", recipe.toString(), "--gpus", "1", "--gpu-memory", "24GiB");
+        assertEquals(2, r.exit(), r.out() + r.err());
+        assertTrue(r.err().contains("--model-config"), r.err());
+        Path config = Files.writeString(work.resolve("config.json"), """
+                {"model_type": "llama", "hidden_size": 2048, "intermediate_size": 5632, "num_hidden_layers": 22,
+                 "num_attention_heads": 32, "num_key_value_heads": 4, "vocab_size": 32000}""");
+        MainProcessTest.Run withConfig = MainProcessTest.run(work, "plan", recipe.toString(), "--gpus", "1", "--gpu-memory", "24GiB",
+                "--model-config", config.toString());
+        assertEquals(0, withConfig.exit(), withConfig.out() + withConfig.err());
+        assertTrue(withConfig.out().contains("1.10 B params"), withConfig.out());
+        assertTrue(Files.isRegularFile(data));
+    }
+}

@@ -1,0 +1,56 @@
+package dev.finetune.recipes.plan;
+
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.finetune.recipes.BatchPlan;
+import dev.finetune.recipes.Recipe;
+import dev.finetune.recipes.ValidatedRecipe;
+import dev.finetune.recipes.model.ModelSource;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.stream.Stream;
+import org.junit.jupiter.api.Test;
+
+/** Every recipe we ship fits the hardware its own {@code hardware:} block names, by our estimate. */
+class ShippedConfigsPlanTest {
+
+    static Path configs() {
+        for (Path p = Path.of(System.getProperty("user.dir")).toAbsolutePath(); p != null; p = p.getParent()) {
+            if (Files.isDirectory(p.resolve("configs/models"))) {
+                return p.resolve("configs");
+            }
+        }
+        throw new IllegalStateException("configs/ not found above " + System.getProperty("user.dir"));
+    }
+
+    @Test
+    void everyShippedRecipeFitsItsOwnHardware() throws IOException {
+        List<Path> recipes;
+        try (Stream<Path> files = Files.walk(configs())) {
+            recipes = files.filter(p -> p.toString().endsWith(".yaml") && !p.toString().contains("/models/")).sorted().toList();
+        }
+        assertFalse(recipes.isEmpty());
+        for (Path file : recipes) {
+            ValidatedRecipe v = ValidatedRecipe.load(file, List.of());
+            Recipe r = v.recipe();
+            ModelSource source = ModelSource.resolve(r.model().baseModel(), file.getParent(), null);
+            ModelSource.Found found = assertInstanceOf(ModelSource.Found.class, source, file + ": architecture unknown");
+            BatchPlan b = v.plan();
+            TrainingSetup setup = RecipeSetup.of(r, r.model().baseModel(), found.config(), hardwareOf(r), null, b.micro(),
+                    b.accumulation(), b.generationBatch());
+            MemoryPlan plan = MemoryPlan.of(setup);
+            System.out.printf("%-40s peak %6.1f GiB of %6.1f GiB in %s%n", configs().relativize(file),
+                    plan.estimate().peakBytes() / Bytes.GIB, plan.estimate().capacityBytes() / Bytes.GIB, plan.estimate().peakPhase().label());
+            assertTrue(plan.estimate().fits(), file + "\n" + PlanText.render(plan));
+        }
+    }
+
+    /** The recipe's hardware; a recipe without one is the CPU quickstart, planned against a 16 GiB laptop. */
+    private static Hardware hardwareOf(Recipe r) {
+        return r.hardware() instanceof Recipe.Hardware.Gpus ? RecipeSetup.hardware(r.hardware()) : new Hardware.Cpu(16L << 30);
+    }
+}
