@@ -1,40 +1,80 @@
 package dev.finetune.cli;
 
+import dev.finetune.recipes.Finding;
+import dev.finetune.recipes.InvalidRecipe;
 import dev.finetune.recipes.UserError;
+import dev.finetune.recipes.ValidatedRecipe;
+import java.io.PrintWriter;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.Callable;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
+import picocli.CommandLine.Parameters;
 
 /** Entry point; the only place that calls {@link System#exit}. Exit codes: 0 ok, 1 run failed, 2 bad input. */
 @Command(
         name = "finetune",
         mixinStandardHelpOptions = true,
         version = "finetune 0.1.0",
-        description = "Fine-tune large language models from one YAML recipe.",
-        subcommands = {GenerateCommand.class, BenchGenerateCommand.class})
-public final class Main implements Runnable {
+        description = "Fine-tune large language models from one YAML recipe.%n"
+                + "With a recipe and no command: validate it, print the batch plan, then train.",
+        subcommands = {ValidateCommand.class, ConfigsCommand.class, GenerateCommand.class, BenchGenerateCommand.class})
+public final class Main implements Callable<Integer> {
 
     public static final int OK = 0;
     public static final int RUN_FAILED = 1;
     public static final int BAD_INPUT = 2;
 
+    @Parameters(index = "0", arity = "0..1", paramLabel = "RECIPE", description = "the recipe YAML file")
+    Path recipe;
+
+    @Parameters(index = "1..*", arity = "0..*", paramLabel = "KEY=VALUE", description = "overrides, e.g. learning_rate=1e-4 trl.beta=0.1")
+    List<String> overrides = new ArrayList<>();
+
     @Override
-    public void run() {
-        CommandLine.usage(this, System.out);
+    public Integer call() {
+        if (recipe == null) {
+            CommandLine.usage(this, System.out);
+            return OK;
+        }
+        ValidatedRecipe validated = ValidatedRecipe.load(recipe, overrides);
+        ValidateCommand.printWarnings(validated.warnings());
+        System.out.print(validated.plan().describe());
+        return dispatchTraining(validated);
+    }
+
+    /** Where training starts once a trainer exists; until then this says so and fails, rather than pretend. */
+    static int dispatchTraining(ValidatedRecipe validated) {
+        System.err.println("error: training is not available yet in this build: the recipe is valid, but no trainer is installed");
+        return RUN_FAILED;
     }
 
     public static int execute(String... args) {
-        return new CommandLine(new Main()).setExecutionExceptionHandler(Main::failed).execute(args);
-    }
-
-    /** Bad input is the user's to fix: one line, exit 2. Anything else is our failure: the trace, exit 1. */
-    private static int failed(Exception e, CommandLine command, CommandLine.ParseResult parsed) {
-        if (e instanceof UserError userError) {
-            command.getErr().println("finetune: " + userError.oneLine());
-            return BAD_INPUT;
-        }
-        command.getErr().println("finetune: run failed: " + e);
-        e.printStackTrace(command.getErr());
-        return RUN_FAILED;
+        CommandLine cli = new CommandLine(new Main());
+        cli.setExecutionExceptionHandler((e, commandLine, parseResult) -> {
+            if (e instanceof UserError error) {
+                PrintWriter err = commandLine.getErr();
+                if (error instanceof InvalidRecipe invalid) {
+                    for (Finding f : invalid.errors()) {
+                        err.println("error: " + f.oneLine());
+                    }
+                    for (Finding f : invalid.warnings()) {
+                        err.println("warning: " + f.oneLine());
+                    }
+                } else {
+                    err.println("error: " + error.oneLine());
+                }
+                err.flush();
+                return BAD_INPUT;
+            }
+            // Anything else is our failure, not the user's: say so and keep the trace for the bug report.
+            commandLine.getErr().println("error: run failed: " + e);
+            e.printStackTrace(commandLine.getErr());
+            return RUN_FAILED;
+        });
+        return cli.execute(args);
     }
 
     public static void main(String[] args) {

@@ -7,7 +7,8 @@ import java.util.Map;
 /**
  * One entry of {@code datasets:} (or {@code test_datasets:}), with Axolotl's meanings.
  *
- * @param path the local JSONL/JSON file, resolved against the recipe's directory
+ * @param path the local JSONL/JSON file or directory, resolved against the directory of the recipe file that
+ *     named it; {@code null} when the dataset is remote (see {@code remote})
  * @param type {@code alpaca}, {@code chat_template}, {@code completion}, {@code input_output}, or a preference/RL type
  * @param field {@code completion}: the text field (default {@code text})
  * @param fieldMessages {@code chat_template}: the list field (default {@code messages})
@@ -16,6 +17,10 @@ import java.util.Map;
  * @param trainOnEos {@code chat_template}: {@code turn}, {@code last}, {@code all} or {@code none}
  * @param chatTemplate per-dataset template name overriding the recipe's {@code chat_template}, or {@code null}
  * @param where the recipe location of this entry ({@code recipe.yaml:12:5}) for error messages
+ * @param remote a hub dataset id or URL as written, or {@code null} when {@code path} is local
+ * @param split the split to read ({@code train} when not written)
+ * @param fieldChosen preference types: the chosen-answer field, or {@code null} for the type's own default
+ * @param fieldRejected preference types: the rejected-answer field, or {@code null} for the type's own default
  */
 public record DatasetSpec(
         Path path,
@@ -26,4 +31,13 @@ public record DatasetSpec(
         List<String> rolesToTrain,
         String trainOnEos,
         String chatTemplate,
-        String where) {}
+        String where,
+        String remote,
+        String split,
+        String fieldChosen,
+        String fieldRejected) {
+
+    public boolean local() {
+        return path != null;
+    }
+}

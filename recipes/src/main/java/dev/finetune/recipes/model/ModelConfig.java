@@ -74,6 +74,16 @@ public record ModelConfig(
         }
     }
 
+    /** The weight tensors of this architecture, with their Hugging Face names and shapes. */
+    public ModelParameters parameters() {
+        return ModelParameters.of(this);
+    }
+
+    /** Total parameters, counted exactly as the checkpoint's safetensors hold them (tied head counted once). */
+    public long parameterCount() {
+        return parameters().total();
+    }
+
     /** Query heads served by each key/value head. */
     public int queryGroups() {
         return numAttentionHeads / numKeyValueHeads;

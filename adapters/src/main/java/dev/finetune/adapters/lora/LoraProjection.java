@@ -1,0 +1,117 @@
+package dev.finetune.adapters.lora;
+
+import ai.djl.ndarray.NDArray;
+import ai.djl.ndarray.NDManager;
+import ai.djl.ndarray.types.DataType;
+import ai.djl.ndarray.types.Shape;
+import ai.djl.pytorch.engine.PtNDArray;
+import ai.djl.pytorch.jni.JniUtils;
+import dev.finetune.adapters.HostArrays;
+import dev.finetune.adapters.NamedArray;
+import dev.finetune.adapters.Projection;
+import dev.finetune.adapters.peft.PeftNames;
+import java.nio.charset.StandardCharsets;
+import java.util.List;
+import java.util.SplittableRandom;
+
+/**
+ * A frozen base projection plus a trainable low-rank update:
+ * {@code y = base(x) + (dropout(x)·Aᵀ·scaling)·Bᵀ}, with {@code A [r, in]} and {@code B [out, r]}.
+ *
+ * <p>The scaling multiplies the rank-r intermediate rather than the {@code [.., out]} result: the same product,
+ * on a tensor {@code out/r} times smaller. It is a cached tensor, never a Java number (DESIGN.md §5).
+ */
+public final class LoraProjection implements Projection {
+    private final Projection base;
+    private final NDArray a;
+    private final NDArray b;
+    private final double scaling;
+    private final NDArray scalingTensor;
+    private final double dropout;
+    private final AdapterSwitch adapters;
+
+    /**
+     * @param base the frozen projection (dense or NF4); its own {@link #trainable()} must be empty
+     * @param a {@code [r, in]}, b {@code [out, r]}: both become trainable
+     * @param scalingTensor a 0-dim tensor holding {@code scaling}, owned by a long-lived manager
+     */
+    public LoraProjection(
+            Projection base, NDArray a, NDArray b, double scaling, NDArray scalingTensor, double dropout,
+            AdapterSwitch adapters) {
+        this.base = base;
+        this.a = a;
+        this.b = b;
+        this.scaling = scaling;
+        this.scalingTensor = scalingTensor;
+        this.dropout = dropout;
+        this.adapters = adapters;
+        a.setRequiresGradient(true);
+        b.setRequiresGradient(true);
+    }
+
+    /**
+     * PEFT's default A: U(-1/√in, 1/√in), which is Kaiming-uniform with a = √5 as nn.Linear does it. (B starts at
+     * zero, so training starts exactly at the base model.) The values depend only on {@code seed} and the layer
+     * name, so they do not change when layers are built in another order.
+     */
+    public static NDArray initialA(String name, int rank, long in, long seed, NDManager manager, DataType type) {
+        SplittableRandom random = new SplittableRandom(seed ^ stableHash(name));
+        double bound = 1.0 / Math.sqrt(in);
+        float[] values = new float[Math.toIntExact(rank * in)];
+        for (int i = 0; i < values.length; i++) {
+            values[i] = (float) ((random.nextDouble() * 2 - 1) * bound);
+        }
+        return HostArrays.floats(manager, values, new Shape(rank, in), type);
+    }
+
+    @Override
+    public String name() {
+        return base.name();
+    }
+
+    public Projection base() {
+        return base;
+    }
+
+    public NDArray loraA() {
+        return a;
+    }
+
+    public NDArray loraB() {
+        return b;
+    }
+
+    public double scaling() {
+        return scaling;
+    }
+
+    @Override
+    public NDArray forward(NDArray x) {
+        NDArray y = base.forward(x);
+        if (!adapters.enabled()) {
+            return y;
+        }
+        NDArray input = adapters.training() && dropout > 0
+                ? JniUtils.dropout((PtNDArray) x, dropout, true)
+                : x;
+        NDArray low = JniUtils.linear((PtNDArray) input, (PtNDArray) a, null).mul(scalingTensor);
+        return y.add(JniUtils.linear((PtNDArray) low, (PtNDArray) b, null));
+    }
+
+    @Override
+    public List<NamedArray> trainable() {
+        return List.of(
+                new NamedArray(PeftNames.loraA(name()), a),
+                new NamedArray(PeftNames.loraB(name()), b));
+    }
+
+    /** 64-bit FNV-1a of the UTF-8 name: stable across JVMs, unlike identity hashes. */
+    private static long stableHash(String name) {
+        long hash = 0xcbf29ce484222325L;
+        for (byte c : name.getBytes(StandardCharsets.UTF_8)) {
+            hash ^= c & 0xFF;
+            hash *= 0x100000001b3L;
+        }
+        return hash;
+    }
+}

@@ -1,0 +1,121 @@
+package dev.finetune.cli;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import java.util.stream.Stream;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/** The real entry point in a child JVM: exit codes, one-line errors without stack traces, nothing written. */
+class MainProcessTest {
+
+    record Run(int exit, String out, String err) {}
+
+    static Path repoRoot() {
+        for (Path p = Path.of(System.getProperty("user.dir")).toAbsolutePath(); p != null; p = p.getParent()) {
+            if (Files.isRegularFile(p.resolve("configs/quickstart.yaml"))) {
+                return p;
+            }
+        }
+        throw new IllegalStateException("repository root not found");
+    }
+
+    static Run run(Path workDir, String... args) throws IOException, InterruptedException {
+        List<String> command = new ArrayList<>(List.of(Path.of(System.getProperty("java.home"), "bin", "java").toString(),
+                "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Dfinetune.home=" + repoRoot(),
+                "-cp", System.getProperty("java.class.path"), Main.class.getName()));
+        command.addAll(List.of(args));
+        Path out = Files.createTempFile("finetune-out", ".txt");
+        Path err = Files.createTempFile("finetune-err", ".txt");
+        try {
+            Process p = new ProcessBuilder(command).directory(workDir.toFile())
+                    .redirectOutput(out.toFile()).redirectError(err.toFile()).start();
+            assertTrue(p.waitFor(60, TimeUnit.SECONDS), "finetune did not finish");
+            return new Run(p.exitValue(), Files.readString(out, StandardCharsets.UTF_8), Files.readString(err, StandardCharsets.UTF_8));
+        } finally {
+            Files.deleteIfExists(out);
+            Files.deleteIfExists(err);
+        }
+    }
+
+    static List<Path> listing(Path dir) throws IOException {
+        try (Stream<Path> s = Files.walk(dir)) {
+            return s.sorted().toList();
+        }
+    }
+
+    @Test
+    void malformedRecipesExitTwoWithOneLineErrorsAndWriteNothing(@TempDir Path work) throws Exception {
+        Path malformed = repoRoot().resolve("recipes/src/test/resources/malformed");
+        List<Path> before = listing(malformed);
+        for (String name : List.of("typo-top-key.yaml", "unsafe-python-tag.yaml", "empty.yaml", "not-yaml-binary.yaml",
+                "cyclic-base-a.yaml", "missing-dataset-file.yaml", "non-integral-batch-size.yaml")) {
+            for (String[] args : List.of(new String[] {"validate", malformed.resolve(name).toString()},
+                    new String[] {malformed.resolve(name).toString()})) {
+                Run r = run(work, args);
+                assertEquals(2, r.exit(), name + ": " + r.err());
+                assertFalse(r.err().contains("\tat "), name + " printed a stack trace: " + r.err());
+                assertFalse(r.err().contains("Exception"), name + ": " + r.err());
+                List<String> errors = r.err().lines().filter(l -> l.startsWith("error: ")).toList();
+                assertFalse(errors.isEmpty(), name + ": " + r.err());
+                for (String line : errors) {
+                    assertTrue(line.contains(name) && line.contains("(hint: "), line);
+                }
+            }
+        }
+        assertEquals(List.of(work), listing(work), "the working directory was written to");
+        assertEquals(before, listing(malformed), "the malformed corpus folder changed");
+    }
+
+    @Test
+    void validPlanThenHonestNoTrainerAndFlatten(@TempDir Path work) throws Exception {
+        Path quickstart = repoRoot().resolve("configs/quickstart.yaml");
+        Run validate = run(work, "validate", quickstart.toString(), "lora_r=4");
+        assertEquals(0, validate.exit(), validate.err());
+        assertTrue(validate.out().contains("global 2"), validate.out());
+
+        Run flat = run(work, "validate", "--flatten", quickstart.toString());
+        assertEquals(0, flat.exit(), flat.err());
+        assertTrue(flat.out().contains("base_model:") && !flat.out().contains("base:"), flat.out());
+
+        Run train = run(work, quickstart.toString());
+        assertEquals(1, train.exit(), "no trainer yet: must fail, not pretend");
+        assertTrue(train.out().contains("steps per epoch: 5"), train.out());
+        assertTrue(train.err().contains("training is not available yet"), train.err());
+
+        Run usage = run(work, "validate");
+        assertEquals(2, usage.exit(), usage.err());
+        assertEquals(List.of(work), listing(work));
+    }
+
+    @Test
+    void configsListCatAndCopyWithoutClobbering(@TempDir Path work) throws Exception {
+        Run ls = run(work, "configs", "ls");
+        assertEquals(0, ls.exit(), ls.err());
+        for (String name : List.of("quickstart", "llama-3.1-8b/qlora-sft", "qwen2.5-7b/lora-dpo", "llama-3.1-70b/full-fsdp")) {
+            assertTrue(ls.out().contains(name), ls.out());
+        }
+        Run cat = run(work, "configs", "cat", "quickstart");
+        assertEquals(Files.readString(repoRoot().resolve("configs/quickstart.yaml")), cat.out());
+
+        Path target = work.resolve("mine.yaml");
+        Files.writeString(target, "keep me\n");
+        Run refused = run(work, "configs", "cp", "quickstart", target.toString());
+        assertEquals(2, refused.exit());
+        assertTrue(refused.err().contains("--force"), refused.err());
+        assertEquals("keep me\n", Files.readString(target));
+        Run forced = run(work, "configs", "cp", "quickstart", target.toString(), "--force");
+        assertEquals(0, forced.exit(), forced.err());
+        assertEquals(cat.out(), Files.readString(target));
+        assertEquals(2, run(work, "configs", "cat", "no-such-recipe").exit());
+    }
+}

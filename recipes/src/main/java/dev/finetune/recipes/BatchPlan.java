@@ -1,0 +1,124 @@
+package dev.finetune.recipes;
+
+import dev.finetune.recipes.KeyReader.Problems;
+
+/**
+ * The batch arithmetic of a recipe, derived and never written back:
+ * {@code global = micro × dataParallelRanks × accumulation}, with Axolotl's reading of {@code batch_size}
+ * (micro × accumulation per rank, research/axolotl.md §2.1).
+ *
+ * @param rows training rows when every dataset is a local file we could count, else {@code null}
+ * @param stepsPerEpoch / totalSteps {@code null} when {@code rows} is unknown and {@code max_steps} is not set
+ * @param generationBatch GRPO: completions per generation round, else 0
+ */
+public record BatchPlan(
+        int micro,
+        int dataParallelRanks,
+        int accumulation,
+        int global,
+        long tokensPerStep,
+        Long rows,
+        Long stepsPerEpoch,
+        Long totalSteps,
+        int generationBatch) {
+
+    static BatchPlan derive(Recipe recipe, Long rows, Problems problems, Object where) {
+        Recipe.Batch b = recipe.batch();
+        Integer micro = b.microBatchSize();
+        Integer accumulation = b.gradientAccumulationSteps();
+        Integer perRank = b.batchSize();
+        int given = (micro != null ? 1 : 0) + (accumulation != null ? 1 : 0) + (perRank != null ? 1 : 0);
+        boolean checkable = !problems.invalid.contains("micro_batch_size")
+                && !problems.invalid.contains("gradient_accumulation_steps") && !problems.invalid.contains("batch_size");
+        if (!checkable) {
+            // The bad value is already reported; arithmetic on a guess would only add noise.
+            micro = micro == null ? 1 : micro;
+            accumulation = accumulation == null ? 1 : accumulation;
+            perRank = null;
+            given = 3;
+        }
+        if (given < 2) {
+            problems.error(where, "at least two of micro_batch_size, gradient_accumulation_steps and batch_size must be set"
+                    + " (Axolotl's rule; defaults don't count)", micro == null ? "add e.g. micro_batch_size: 1 and "
+                    + "gradient_accumulation_steps: 4" : "add gradient_accumulation_steps: 1");
+        }
+        if (micro == null) {
+            if (perRank != null && accumulation != null && perRank % accumulation != 0) {
+                problems.error(where, "batch_size " + perRank + " is not a multiple of gradient_accumulation_steps "
+                        + accumulation, "set batch_size to " + accumulation * Math.max(1, perRank / accumulation)
+                        + " or micro_batch_size directly");
+            }
+            micro = perRank != null && accumulation != null ? Math.max(1, perRank / accumulation) : 1;
+        }
+        if (accumulation == null) {
+            if (perRank != null && perRank % micro != 0) {
+                problems.error(where, "batch_size " + perRank + " is not a multiple of micro_batch_size " + micro
+                        + " (Axolotl would silently drop the remainder)", "set batch_size: "
+                        + micro * Math.max(1, perRank / micro) + " or gradient_accumulation_steps directly");
+            }
+            accumulation = perRank != null ? Math.max(1, perRank / micro) : 1;
+        } else if (perRank != null) {
+            if (perRank != micro * accumulation) {
+                problems.error(where, "batch_size " + perRank + " disagrees with micro_batch_size " + micro
+                        + " x gradient_accumulation_steps " + accumulation + " = " + micro * accumulation,
+                        "remove batch_size (Axolotl accepts only one of batch_size and gradient_accumulation_steps)");
+            } else {
+                problems.warn(where, "batch_size and gradient_accumulation_steps are both set (they agree, but Axolotl "
+                        + "rejects this)", "remove batch_size");
+            }
+        }
+        Recipe.Distributed d = recipe.distributed();
+        int ranks = Math.max(1, recipe.hardware().devices() / Math.max(1, d.contextParallelSize() * d.tensorParallelSize()));
+        int global = micro * ranks * accumulation;
+        long tokens = (long) global * recipe.training().sequenceLen();
+        Long stepsPerEpoch = null;
+        Long total = recipe.training().maxSteps() == null ? null : (long) recipe.training().maxSteps();
+        if (rows != null) {
+            long trainRows = (long) Math.floor(rows * (1 - recipe.data().valSetSize()));
+            stepsPerEpoch = Math.max(1, (trainRows + global - 1) / global);
+            if (total == null) {
+                total = (long) Math.ceil(stepsPerEpoch * recipe.training().numEpochs());
+            }
+            if (trainRows < global) {
+                problems.warn(where, "the dataset has " + trainRows + " training rows, fewer than one global batch of "
+                        + global, "lower micro_batch_size or gradient_accumulation_steps");
+            }
+        }
+        int generation = 0;
+        if (recipe.objective() instanceof Recipe.Objective.Grpo g) {
+            generation = g.generationBatchSize() != null ? g.generationBatchSize() : micro * accumulation;
+            if (generation % g.numGenerations() != 0) {
+                int fix = g.numGenerations() / gcd(micro, g.numGenerations());
+                problems.error(where, "GRPO generation batch " + generation + " (" + (g.generationBatchSize() != null
+                        ? "trl.generation_batch_size" : "micro_batch_size x gradient_accumulation_steps")
+                        + ") is not divisible by trl.num_generations " + g.numGenerations(),
+                        g.generationBatchSize() != null ? "set trl.generation_batch_size to a multiple of " + g.numGenerations()
+                                : "smallest fix: set gradient_accumulation_steps: " + fix);
+            }
+            if (ranks > 1 && generation < g.numGenerations() * ranks) {
+                problems.error(where, "GRPO generation batch " + generation + " is smaller than num_generations x ranks = "
+                        + g.numGenerations() * ranks, "raise trl.generation_batch_size to " + g.numGenerations() * ranks);
+            }
+        }
+        return new BatchPlan(micro, ranks, accumulation, global, tokens, rows, stepsPerEpoch, total, generation);
+    }
+
+    private static int gcd(int a, int b) {
+        return b == 0 ? a : gcd(b, a % b);
+    }
+
+    /** The plan as the CLI prints it. */
+    public String describe() {
+        StringBuilder s = new StringBuilder();
+        s.append("batch: micro ").append(micro).append(" x ranks ").append(dataParallelRanks).append(" x accumulation ")
+                .append(accumulation).append(" = global ").append(global).append('\n');
+        s.append("tokens per optimizer step: up to ").append(tokensPerStep).append('\n');
+        if (generationBatch > 0) {
+            s.append("GRPO generation batch: ").append(generationBatch).append('\n');
+        }
+        s.append("dataset rows: ").append(rows == null ? "unknown (remote dataset)" : rows).append('\n');
+        s.append("steps per epoch: ").append(stepsPerEpoch == null ? "unknown" : stepsPerEpoch).append('\n');
+        s.append("total steps: ").append(totalSteps == null ? "unknown" : totalSteps).append('\n');
+        return s.toString();
+    }
+}

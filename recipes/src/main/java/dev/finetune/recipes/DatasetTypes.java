@@ -1,0 +1,84 @@
+package dev.finetune.recipes;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Set;
+
+/**
+ * Dataset {@code type} names: the ones we train, Axolotl's others (recognised, unsupported), and everything
+ * else (unknown). Axolotl only discovers a bad type while tokenizing, minutes into a run; we say so up front.
+ */
+final class DatasetTypes {
+
+    enum Kind { SUPPORTED, UNSUPPORTED, UNKNOWN }
+
+    record Verdict(Kind kind, String detail, String hint) {}
+
+    static final List<String> SFT = List.of("alpaca", "chat_template", "completion", "input_output");
+    static final List<String> DPO = List.of("chat_template.default", "chatml", "chatml.default", "chatml.intel",
+            "chatml.prompt_pairs", "llama3", "llama3.default", "llama3.intel", "llama3.prompt_pairs");
+    static final Set<String> AXOLOTL_SFT_OTHER = Set.of("jeopardy", "oasst", "gpteacher", "reflection",
+            "explainchoice", "concisechoice", "summarizetldr", "pretrain", "metharme", "alpaca_chat",
+            "alpaca_chat.load_qa", "alpaca_chat.load_concise", "alpaca_chat.load_camel_ai",
+            "alpaca_w_system.load_open_orca", "context_qa", "context_qa.load_v2", "context_qa.load_404",
+            "creative_acr.load_answer", "creative_acr.load_critique", "creative_acr.load_revise", "messages",
+            "user_defined", "bradley_terry.chat_template", "stepwise_supervised", "_synthetic", "orpo.chat_template",
+            "chat_template.argilla");
+    static final Set<String> AXOLOTL_DPO_OTHER = Set.of("chatml.icr", "llama3.icr", "chatml.ultra", "llama3.ultra",
+            "chatml.argilla_chat", "llama3.argilla_chat", "chat_template.argilla_chat", "zephyr.nectar", "passthrough");
+
+    private DatasetTypes() {}
+
+    static Verdict check(String type, Recipe.Objective objective) {
+        boolean dpo = objective instanceof Recipe.Objective.Dpo;
+        boolean grpo = objective instanceof Recipe.Objective.Grpo;
+        if (type.startsWith("sharegpt")) {
+            return new Verdict(Kind.UNSUPPORTED, "Axolotl removed the sharegpt formats", "use type: chat_template "
+                    + "with message_property_mappings: {role: from, content: value}");
+        }
+        if (dpo) {
+            if (DPO.contains(type)) {
+                return new Verdict(Kind.SUPPORTED, "", "");
+            }
+            if (AXOLOTL_DPO_OTHER.contains(type)) {
+                return new Verdict(Kind.UNSUPPORTED, "finetune reads " + String.join(", ", DPO), "convert the pairs "
+                        + "to prompt/chosen/rejected fields and use type: chatml.prompt_pairs");
+            }
+            if (type.equals("chatml.argilla") || type.equals("llama3.argilla")) {
+                return new Verdict(Kind.UNKNOWN, " for rl: dpo (Axolotl's docs list it, but only its KTO strategies "
+                        + "have it, so Axolotl fails while loading)", "did you mean '" + type + "_chat'?");
+            }
+            if (SFT.contains(type) || AXOLOTL_SFT_OTHER.contains(type)) {
+                return new Verdict(Kind.UNKNOWN, " for rl: dpo: it is a supervised format, not preference pairs",
+                        "use a preference type such as chat_template.default or chatml.prompt_pairs");
+            }
+            return unknown(type, DPO);
+        }
+        if (SFT.contains(type) || type.startsWith("alpaca:") && type.equals("alpaca:alpaca")) {
+            return new Verdict(Kind.SUPPORTED, "", "");
+        }
+        if (AXOLOTL_SFT_OTHER.contains(type) || type.matches("[a-z_]+:[a-z_]+")
+                && (SFT.contains(type.substring(0, type.indexOf(':'))) || AXOLOTL_SFT_OTHER.contains(type.substring(0, type.indexOf(':'))))) {
+            return new Verdict(Kind.UNSUPPORTED, "finetune reads " + String.join(", ", SFT),
+                    "convert the data to alpaca fields (instruction, input, output) or chat messages");
+        }
+        if (DPO.contains(type) || AXOLOTL_DPO_OTHER.contains(type)) {
+            return new Verdict(Kind.UNKNOWN, " without rl: it is a preference-pair format", "add rl: dpo, or use type: "
+                    + "chat_template for supervised data");
+        }
+        if (grpo && type.contains(".")) {
+            return new Verdict(Kind.UNSUPPORTED, "GRPO prompt transforms written in Python are not run",
+                    "store prompts as chat messages and use type: chat_template");
+        }
+        return unknown(type, SFT);
+    }
+
+    private static Verdict unknown(String type, List<String> ours) {
+        List<String> all = new ArrayList<>(ours);
+        all.addAll(AXOLOTL_SFT_OTHER);
+        all.addAll(AXOLOTL_DPO_OTHER);
+        String close = Suggestions.closest(type, all);
+        return new Verdict(Kind.UNKNOWN, "", close != null ? "did you mean '" + close + "'?"
+                : "use one of " + String.join(", ", ours));
+    }
+}

@@ -1,0 +1,390 @@
+package dev.finetune.recipes;
+
+import dev.finetune.recipes.RecipeKeys.Key;
+import dev.finetune.recipes.RecipeKeys.Status;
+import dev.finetune.recipes.YamlNode.Entry;
+import dev.finetune.recipes.YamlNode.Mapping;
+import dev.finetune.recipes.YamlNode.Scalar;
+import dev.finetune.recipes.YamlNode.Sequence;
+import dev.finetune.recipes.YamlNode.Where;
+import java.math.BigInteger;
+import java.util.ArrayList;
+import java.util.HashSet;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+
+/**
+ * Reads the keys of one mapping, typed and checked against {@link RecipeKeys}; every supported key may be read
+ * once. Problems are collected, never thrown, so a recipe's errors are all reported together; a value that fails
+ * its check reads as absent so later rules don't pile up follow-on errors.
+ */
+final class KeyReader {
+
+    /** Errors and warnings of one recipe, in the order found. */
+    static final class Problems {
+        final List<Finding> errors = new ArrayList<>();
+        final List<Finding> warnings = new ArrayList<>();
+        /** Keys whose written value failed its check: rules built on them stay quiet instead of piling up. */
+        final Set<String> invalid = new HashSet<>();
+
+        void error(Object where, String message, String hint) {
+            errors.add(new Finding(String.valueOf(where), message, hint));
+        }
+
+        void warn(Object where, String message, String hint) {
+            warnings.add(new Finding(String.valueOf(where), message, hint));
+        }
+    }
+
+    private final Map<String, Entry> entries;
+    private final String scope;
+    private final Where where;
+    private final Problems problems;
+    private final Set<String> read = new HashSet<>();
+
+    /** @param scope the table prefix of this mapping's keys: {@code ""}, {@code "trl."}, {@code "datasets[]."} */
+    KeyReader(Mapping map, String scope, Problems problems) {
+        this.entries = new LinkedHashMap<>(map.entries());
+        this.scope = scope;
+        this.where = map.where();
+        this.problems = problems;
+        applyRenames();
+    }
+
+    Where where() {
+        return where;
+    }
+
+    Problems problems() {
+        return problems;
+    }
+
+    private void applyRenames() {
+        for (Entry e : List.copyOf(entries.values())) {
+            Key key = RecipeKeys.get(scope + e.key());
+            if (key == null || key.status() != Status.RENAMED) {
+                continue;
+            }
+            String target = key.target();
+            if (entries.containsKey(target)) {
+                problems.error(e.keyWhere(), "both '" + e.key() + "' and its new name '" + target + "' are set",
+                        "keep only " + target);
+            } else {
+                problems.warn(e.keyWhere(), "'" + e.key() + "' is an old name", "rename it to " + target);
+                entries.put(target, new Entry(target, e.keyWhere(), e.value()));
+            }
+            entries.remove(e.key());
+        }
+    }
+
+    /** Renames a key before anything reads it (e.g. {@code fsdp_}-prefixed keys inside {@code fsdp_config}). */
+    void rename(String from, String to, String why) {
+        Entry e = entries.remove(from);
+        if (e == null) {
+            return;
+        }
+        if (entries.containsKey(to)) {
+            problems.error(e.keyWhere(), "both '" + from + "' and '" + to + "' are set", "keep only " + to);
+            return;
+        }
+        problems.warn(e.keyWhere(), why, "rename '" + from + "' to '" + to + "'");
+        entries.put(to, new Entry(to, e.keyWhere(), e.value()));
+    }
+
+    /** Written at all, even with an empty value. */
+    boolean present(String key) {
+        return entries.containsKey(key);
+    }
+
+    boolean has(String key) {
+        Entry e = entries.get(key);
+        return e != null && !(e.value() instanceof Scalar s && s.value() == null);
+    }
+
+    /** Where the key's value was written (the key itself when the value is empty), or this mapping when absent. */
+    Where at(String key) {
+        Entry e = entries.get(key);
+        if (e == null) {
+            return where;
+        }
+        return e.value() instanceof Scalar s && s.value() == null ? e.keyWhere() : e.value().where();
+    }
+
+    /** The raw value of a supported key, or {@code null} when absent or written empty. */
+    YamlNode node(String key) {
+        Key spec = RecipeKeys.get(scope + key);
+        if (spec == null || spec.status() != Status.SUPPORTED) {
+            throw new IllegalStateException("'" + scope + key + "' is not a supported key in recipe-keys.tsv");
+        }
+        if (!read.add(key)) {
+            throw new IllegalStateException("'" + scope + key + "' is read twice");
+        }
+        Entry e = entries.get(key);
+        if (e == null || e.value() instanceof Scalar s && s.value() == null) {
+            return null;
+        }
+        return e.value();
+    }
+
+    String string(String key, String fallback) {
+        YamlNode n = node(key);
+        if (n == null) {
+            return fallback;
+        }
+        if (n instanceof Scalar s && !(s.value() instanceof Boolean)) {
+            return s.text();
+        }
+        typeError(key, n, "a text value", key + ": some-text");
+        return fallback;
+    }
+
+    /** A string that must be one of {@code choices}. */
+    String choice(String key, String fallback, List<String> choices) {
+        String v = string(key, null);
+        if (v == null) {
+            return fallback;
+        }
+        if (!choices.contains(v)) {
+            String close = Suggestions.closest(v, choices);
+            problems.error(at(key), scope + key + " is '" + v + "', which is not one of " + String.join(", ", choices),
+                    close != null ? "did you mean '" + close + "'?" : "use one of " + String.join(", ", choices));
+            return fallback;
+        }
+        return v;
+    }
+
+    Boolean bool(String key, Boolean fallback) {
+        YamlNode n = node(key);
+        if (n == null) {
+            return fallback;
+        }
+        if (n instanceof Scalar s) {
+            if (s.value() instanceof Boolean b) {
+                return b;
+            }
+            if (s.value() instanceof String t && (t.equalsIgnoreCase("true") || t.equalsIgnoreCase("false"))) {
+                return Boolean.parseBoolean(t);
+            }
+        }
+        typeError(key, n, "true or false", key + ": true");
+        return fallback;
+    }
+
+    /** {@code true}, {@code false} or {@code auto}. */
+    Recipe.Flag flag(String key, Recipe.Flag fallback) {
+        YamlNode n = node(key);
+        if (n == null) {
+            return fallback;
+        }
+        if (n instanceof Scalar s) {
+            if (s.value() instanceof Boolean b) {
+                return b ? Recipe.Flag.TRUE : Recipe.Flag.FALSE;
+            }
+            if ("auto".equals(s.value())) {
+                return Recipe.Flag.AUTO;
+            }
+        }
+        typeError(key, n, "true, false or auto", key + ": true");
+        return fallback;
+    }
+
+    /** A whole number ≥ {@code min}; numeric text such as {@code "8"} is accepted, as Axolotl's schema does. */
+    Integer integer(String key, Integer fallback, long min) {
+        YamlNode n = node(key);
+        if (n == null) {
+            return fallback;
+        }
+        Long v = wholeNumber(n);
+        if (v == null) {
+            problems.invalid.add(scope + key);
+            if (n instanceof Scalar s && s.value() instanceof Double d && !d.isNaN()) {
+                problems.error(n.where(), scope + key + " must be a whole number, got " + s.text(),
+                        key.startsWith("warmup_steps") ? "write a whole number of steps, or use warmup_ratio: " + s.text()
+                                : "write e.g. " + key + ": " + Math.max(min, Math.round(d)));
+            } else {
+                typeError(key, n, "a whole number", key + ": " + Math.max(min, 1));
+            }
+            return fallback;
+        }
+        if (v < min || v > Integer.MAX_VALUE) {
+            problems.invalid.add(scope + key);
+            problems.error(n.where(), scope + key + " must be " + (min == 1 ? "at least 1" : min == 0 ? "0 or more"
+                    : "at least " + min) + ", got " + v, "write e.g. " + key + ": " + Math.max(min, 1));
+            return fallback;
+        }
+        return v.intValue();
+    }
+
+    /** A finite number in [{@code min}, {@code max}]. */
+    Double number(String key, Double fallback, double min, double max) {
+        YamlNode n = node(key);
+        if (n == null) {
+            return fallback;
+        }
+        Double v = realNumber(n);
+        if (v == null || v.isNaN() || v.isInfinite()) {
+            typeError(key, n, "a number", key + ": " + (min > 0 ? min : 0));
+            return fallback;
+        }
+        if (v < min || v > max) {
+            problems.invalid.add(scope + key);
+            String range = max == Double.MAX_VALUE ? (min == 0 ? "0 or more" : "at least " + min)
+                    : "between " + fmt(min) + " and " + fmt(max);
+            problems.error(n.where(), scope + key + " must be " + range + ", got " + fmt(v),
+                    "write e.g. " + key + ": " + fmt(Math.max(min, Math.min(max, Math.abs(v)))));
+            return fallback;
+        }
+        return v;
+    }
+
+    /** A list of text items; a single text value counts as a one-item list (as Axolotl allows for module names). */
+    List<String> strings(String key, boolean singleAllowed) {
+        YamlNode n = node(key);
+        if (n == null) {
+            return null;
+        }
+        if (singleAllowed && n instanceof Scalar s && s.value() instanceof String t) {
+            return List.of(t);
+        }
+        if (n instanceof Sequence seq) {
+            List<String> out = new ArrayList<>();
+            for (YamlNode item : seq.items()) {
+                if (item instanceof Scalar s && s.value() != null && !(s.value() instanceof Boolean)) {
+                    out.add(s.text());
+                } else {
+                    problems.error(item.where(), "items of " + scope + key + " must be text, got " + YamlNode.describe(item),
+                            "write each item as plain text");
+                    return null;
+                }
+            }
+            return List.copyOf(out);
+        }
+        typeError(key, n, "a list", key + ": [a, b]");
+        return null;
+    }
+
+    Mapping mapping(String key) {
+        YamlNode n = node(key);
+        if (n == null) {
+            return null;
+        }
+        if (n instanceof Mapping m) {
+            return m;
+        }
+        typeError(key, n, "a mapping of keys", key + ":\\n  sub_key: value");
+        return null;
+    }
+
+    private void typeError(String key, YamlNode n, String expected, String example) {
+        problems.invalid.add(scope + key);
+        problems.error(n.where(), scope + key + " must be " + expected + ", got " + YamlNode.describe(n),
+                "write e.g. '" + example + "'");
+    }
+
+    static Long wholeNumber(YamlNode n) {
+        if (!(n instanceof Scalar s)) {
+            return null;
+        }
+        Object v = s.value();
+        if (v instanceof Long l) {
+            return l;
+        }
+        if (v instanceof BigInteger) {
+            return Long.MAX_VALUE;
+        }
+        if (v instanceof String t) {
+            try {
+                return Long.parseLong(t.trim());
+            } catch (NumberFormatException e) {
+                return null;
+            }
+        }
+        return null;
+    }
+
+    static Double realNumber(YamlNode n) {
+        if (!(n instanceof Scalar s)) {
+            return null;
+        }
+        Object v = s.value();
+        if (v instanceof Long || v instanceof Double || v instanceof BigInteger) {
+            return ((Number) v).doubleValue();
+        }
+        if (v instanceof String t) {
+            try {
+                return Double.parseDouble(t.trim());
+            } catch (NumberFormatException e) {
+                return null;
+            }
+        }
+        return null;
+    }
+
+    static String fmt(double v) {
+        return v == Math.rint(v) && Math.abs(v) < 1e15 ? Long.toString((long) v) : Double.toString(v);
+    }
+
+    /** True when a value turns a feature on: not null, false, 0, "" or an empty collection. */
+    static boolean enabled(YamlNode n) {
+        if (n instanceof Scalar s) {
+            Object v = s.value();
+            return !(v == null || Boolean.FALSE.equals(v) || (v instanceof Number num && num.doubleValue() == 0)
+                    || (v instanceof String t && (t.isEmpty() || t.equalsIgnoreCase("none"))));
+        }
+        if (n instanceof Sequence seq) {
+            return !seq.items().isEmpty();
+        }
+        return !((Mapping) n).entries().isEmpty();
+    }
+
+    /**
+     * Reports every key nobody read: ignored keys warn, unsupported/removed keys fail when enabled, unknown keys
+     * fail with the closest known key of the same mapping.
+     */
+    void finish() {
+        List<String> siblings = null;
+        for (Entry e : entries.values()) {
+            if (read.contains(e.key())) {
+                continue;
+            }
+            String full = scope + e.key();
+            Key key = RecipeKeys.get(full);
+            Status status = key == null ? null : key.status();
+            if (status == Status.SUPPORTED) {
+                // The table promises this key is read into the Recipe; a reader that skipped it is a bug, not bad input.
+                throw new IllegalStateException("supported key '" + full + "' was never read");
+            }
+            if (status == Status.IGNORED) {
+                if (enabled(e.value())) {
+                    problems.warn(e.keyWhere(), "'" + full + "' is ignored: " + key.note(), "remove it to silence this warning");
+                }
+            } else if (status == Status.UNSUPPORTED) {
+                if (enabled(e.value())) {
+                    problems.error(e.keyWhere(), "'" + full + "' is unsupported: " + key.note(),
+                            "remove '" + e.key() + "' (or set it to false)");
+                }
+            } else if (status == Status.REMOVED) {
+                if (enabled(e.value())) problems.error(e.keyWhere(), "'" + full + "' is no longer supported by Axolotl either", key.note());
+            } else if (status == Status.UNKNOWN) {
+                problems.error(e.keyWhere(), "unknown key '" + full + "' (Axolotl silently drops it)",
+                        key.note().startsWith("remove") ? key.note() : "did you mean '" + key.note() + "'?");
+            } else {
+                if (siblings == null) {
+                    siblings = new ArrayList<>();
+                    for (Key k : RecipeKeys.all()) {
+                        if (k.name().startsWith(scope) && k.name().indexOf('.', scope.length()) < 0
+                                && k.name().indexOf('[', scope.length()) < 0 && k.status() != Status.UNKNOWN) {
+                            siblings.add(k.name().substring(scope.length()));
+                        }
+                    }
+                }
+                String close = Suggestions.closest(e.key(), siblings);
+                problems.error(e.keyWhere(), "unknown key '" + full + "'",
+                        close != null ? "did you mean '" + close + "'?"
+                                : "remove it: no known key is close to this name");
+            }
+        }
+    }
+}

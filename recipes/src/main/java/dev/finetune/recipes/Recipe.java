@@ -1,0 +1,262 @@
+package dev.finetune.recipes;
+
+import java.util.List;
+import java.util.Map;
+
+/**
+ * One resolved, validated recipe: every Axolotl key we act on, typed, with Axolotl's defaults applied. Built only
+ * by {@link RecipeReader}; derived numbers (the batch plan, memory) live elsewhere and are never written back.
+ *
+ * <p>Nullable fields mean "not written and no default": the reader fills every default Axolotl itself applies.
+ */
+public record Recipe(
+        Model model,
+        AdapterSpec adapter,
+        Data data,
+        Training training,
+        Batch batch,
+        Precision precision,
+        Objective objective,
+        Distributed distributed,
+        Hardware hardware,
+        Backend backend,
+        Output output) {
+
+    /**
+     * @param baseModel hub id ({@code meta-llama/Llama-3.1-8B}) or local directory as written
+     * @param specialTokens {@code special_tokens}: {@code bos_token}, {@code eos_token}, {@code pad_token}, ... → text
+     * @param chatTemplate {@code chat_template} name, or {@code null} for the tokenizer's own / none
+     */
+    public record Model(
+            String baseModel,
+            String baseModelConfig,
+            String tokenizerConfig,
+            boolean trustRemoteCode,
+            Map<String, String> specialTokens,
+            String chatTemplate,
+            String chatTemplateJinja,
+            List<String> eotTokens) {}
+
+    /**
+     * @param valSetSize fraction of the training rows held out for evaluation (0 = none)
+     * @param preparedPath {@code dataset_prepared_path}: where tokenized/packed data is cached, or {@code null}
+     */
+    public record Data(
+            List<DatasetSpec> datasets,
+            List<DatasetSpec> testDatasets,
+            double valSetSize,
+            String preparedPath,
+            boolean trainOnInputs) {}
+
+    /**
+     * @param maxSteps overrides {@code numEpochs} when set
+     * @param warmupSteps exclusive with {@code warmupRatio}; when both are null the trainer uses min(3 % of steps, 100)
+     */
+    public record Training(
+            int sequenceLen,
+            boolean samplePacking,
+            boolean evalSamplePacking,
+            boolean padToSequenceLen,
+            double numEpochs,
+            Integer maxSteps,
+            double learningRate,
+            String lrScheduler,
+            double cosineMinLrRatio,
+            Integer warmupSteps,
+            Double warmupRatio,
+            Optimizer optimizer,
+            double weightDecay,
+            double adamBeta1,
+            double adamBeta2,
+            double adamEpsilon,
+            double maxGradNorm,
+            boolean gradientCheckpointing,
+            long seed) {}
+
+    /**
+     * The three batch keys exactly as written ({@code null} = absent); {@link BatchPlan} derives the rest.
+     *
+     * @param batchSize Axolotl's {@code batch_size}: micro × accumulation per data-parallel rank
+     */
+    public record Batch(
+            Integer microBatchSize,
+            Integer gradientAccumulationSteps,
+            Integer batchSize,
+            Integer evalBatchSize) {}
+
+    /** {@code bf16}, {@code fp16}, {@code tf32} as written: {@code auto} is resolved against the hardware. */
+    public record Precision(Flag bf16, Flag fp16, Flag tf32) {
+
+        /** The dtype of weights and activations in the forward pass on this kind of device. */
+        public ComputeDtype compute(boolean gpu) {
+            if (bf16 == Flag.TRUE) {
+                return ComputeDtype.BF16;
+            }
+            if (fp16 == Flag.TRUE) {
+                return ComputeDtype.FP16;
+            }
+            if (bf16 == Flag.AUTO && gpu) {
+                return ComputeDtype.BF16;
+            }
+            return ComputeDtype.FP32;
+        }
+    }
+
+    public enum Flag { TRUE, FALSE, AUTO }
+
+    public enum ComputeDtype {
+        FP32(4), BF16(2), FP16(2);
+
+        private final int bytes;
+
+        ComputeDtype(int bytes) {
+            this.bytes = bytes;
+        }
+
+        public int bytes() {
+            return bytes;
+        }
+    }
+
+    /** The optimizers we run, by Axolotl/HF name; {@code stateBytesPerParam} is what the moments cost. */
+    public enum Optimizer {
+        ADAMW_TORCH("adamw_torch", 8, false),
+        ADAMW_TORCH_FUSED("adamw_torch_fused", 8, false),
+        ADAMW_HF("adamw_hf", 8, false),
+        ADAMW_TORCH_8BIT("adamw_torch_8bit", 2, false),
+        ADAMW_TORCH_4BIT("adamw_torch_4bit", 1, false),
+        ADAMW_BNB_8BIT("adamw_bnb_8bit", 2, false),
+        ADAMW_8BIT("adamw_8bit", 2, false),
+        PAGED_ADAMW_8BIT("paged_adamw_8bit", 2, true),
+        PAGED_ADAMW_32BIT("paged_adamw_32bit", 8, true),
+        SGD("sgd", 0, false);
+
+        private final String axolotlName;
+        private final int stateBytesPerParam;
+        private final boolean paged;
+
+        Optimizer(String axolotlName, int stateBytesPerParam, boolean paged) {
+            this.axolotlName = axolotlName;
+            this.stateBytesPerParam = stateBytesPerParam;
+            this.paged = paged;
+        }
+
+        public String axolotlName() {
+            return axolotlName;
+        }
+
+        public int stateBytesPerParam() {
+            return stateBytesPerParam;
+        }
+
+        public boolean paged() {
+            return paged;
+        }
+
+        /** bitsandbytes' 8-bit AdamW, which FSDP2 cannot shard. */
+        public boolean bitsAndBytes() {
+            return this == ADAMW_BNB_8BIT || this == ADAMW_8BIT || this == PAGED_ADAMW_8BIT || this == PAGED_ADAMW_32BIT;
+        }
+
+        public static Optimizer byName(String name) {
+            for (Optimizer o : values()) {
+                if (o.axolotlName.equals(name)) {
+                    return o;
+                }
+            }
+            return null;
+        }
+    }
+
+    /** What the loss is: supervised next-token prediction, or a preference / reinforcement objective. */
+    public sealed interface Objective {
+        record Sft() implements Objective {}
+
+        /** {@code rl: dpo}; {@code beta} from {@code rl_beta} / {@code trl.beta} (TRL's default 0.1). */
+        record Dpo(double beta, double labelSmoothing, boolean precomputeRefLogProbs) implements Objective {}
+
+        /**
+         * {@code rl: grpo} with its {@code trl:} block.
+         *
+         * @param numGenerations completions sampled per prompt (TRL's default 8)
+         * @param generationBatchSize completions generated per step, or {@code null} for micro × accumulation
+         * @param rewardFuncs built-in names or commands (see DESIGN.md §5)
+         */
+        record Grpo(
+                int numGenerations,
+                Integer generationBatchSize,
+                int maxCompletionLength,
+                double temperature,
+                double beta,
+                double epsilon,
+                List<String> rewardFuncs,
+                List<Double> rewardWeights,
+                boolean scaleRewards,
+                boolean useVllm) implements Objective {}
+    }
+
+    /**
+     * Parallelism beyond one device. {@code fsdp} is {@code null} when sharding is off.
+     */
+    public record Distributed(Fsdp fsdp, int contextParallelSize, int tensorParallelSize) {
+        public boolean sharded() {
+            return fsdp != null;
+        }
+    }
+
+    /**
+     * {@code fsdp_config} after Axolotl's normalisation ({@code fsdp_} prefixes stripped, version hoisted).
+     *
+     * @param reshardAfterForward FSDP2's switch between full sharding (true) and ZeRO-2-like (false)
+     */
+    public record Fsdp(
+            int version,
+            boolean offloadParams,
+            boolean reshardAfterForward,
+            boolean activationCheckpointing,
+            boolean cpuRamEfficientLoading,
+            String stateDictType,
+            String autoWrapPolicy,
+            String transformerLayerClsToWrap) {}
+
+    /** Our addition ({@code hardware:}): where the recipe is meant to run, for the plan and backend choice. */
+    public sealed interface Hardware {
+        record Unspecified() implements Hardware {}
+
+        record Cpu() implements Hardware {}
+
+        /** @param gpuMemoryBytes per GPU, or {@code null} when not given */
+        record Gpus(int perNode, int nodes, Long gpuMemoryBytes) implements Hardware {
+            public int total() {
+                return perNode * nodes;
+            }
+        }
+
+        /** Processes that each hold one device; CPU and unspecified count as one. */
+        default int devices() {
+            return this instanceof Gpus g ? g.total() : 1;
+        }
+    }
+
+    /** Our addition ({@code backend:}): run in this JVM on one device, or through torchrun/FSDP2. */
+    public enum Backend { AUTO, SINGLE, FSDP }
+
+    /**
+     * @param saveSteps / evalSteps an integer step count, or a fraction (&lt; 1) of the total steps
+     */
+    public record Output(
+            String outputDir,
+            String resumeFromCheckpoint,
+            boolean autoResumeFromCheckpoints,
+            String loraModelDir,
+            String saveStrategy,
+            Double saveSteps,
+            Integer savesPerEpoch,
+            int saveTotalLimit,
+            String evalStrategy,
+            Double evalSteps,
+            Integer evalsPerEpoch,
+            Integer loggingSteps,
+            Integer earlyStoppingPatience,
+            String metricForBestModel) {}
+}

@@ -1,0 +1,83 @@
+package dev.finetune.recipes;
+
+import java.io.BufferedReader;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.InputStreamReader;
+import java.io.UncheckedIOException;
+import java.nio.charset.StandardCharsets;
+import java.util.Collection;
+import java.util.Collections;
+import java.util.LinkedHashMap;
+import java.util.Map;
+
+/**
+ * The one table of recipe keys ({@code recipe-keys.tsv}): for every key Axolotl's schema knows, plus our own
+ * additions, its type, default, a one-line doc and what finetune does with it. Nested keys are written
+ * {@code parent.child}, keys of list items {@code parent[].child}.
+ */
+public final class RecipeKeys {
+
+    public enum Status {
+        /** Read into {@link Recipe}. */
+        SUPPORTED,
+        /** Accepted with a warning: it does not change what is trained (logging, kernels, runtime plumbing). */
+        IGNORED,
+        /** Recognised, but finetune cannot do it: an error when the key is enabled (not null/false/0/empty). */
+        UNSUPPORTED,
+        /** Rejected by Axolotl itself. */
+        REMOVED,
+        /** An old name: read as {@link Key#target()} with a warning. */
+        RENAMED,
+        /** Not an Axolotl key, but common enough in real recipes that we carry a specific suggestion. */
+        UNKNOWN
+    }
+
+    /** @param note the doc line; for ignored/unsupported/removed/unknown keys the reason or the fix */
+    public record Key(String name, String type, String defaultValue, Status status, String target, String note) {}
+
+    private static final Map<String, Key> KEYS = load();
+
+    private RecipeKeys() {}
+
+    public static Key get(String name) {
+        return KEYS.get(name);
+    }
+
+    public static Collection<Key> all() {
+        return Collections.unmodifiableCollection(KEYS.values());
+    }
+
+    private static Map<String, Key> load() {
+        Map<String, Key> keys = new LinkedHashMap<>();
+        try (InputStream in = RecipeKeys.class.getResourceAsStream("recipe-keys.tsv")) {
+            if (in == null) {
+                throw new IllegalStateException("recipe-keys.tsv is missing from the recipes jar");
+            }
+            BufferedReader reader = new BufferedReader(new InputStreamReader(in, StandardCharsets.UTF_8));
+            String line;
+            boolean header = true;
+            while ((line = reader.readLine()) != null) {
+                if (line.startsWith("#") || line.isEmpty()) {
+                    continue;
+                }
+                if (header) {
+                    header = false;
+                    continue;
+                }
+                String[] f = line.split("\t", -1);
+                String status = f[3];
+                String target = null;
+                if (status.startsWith("renamed:")) {
+                    target = status.substring("renamed:".length());
+                    status = "renamed";
+                }
+                keys.put(f[0], new Key(f[0], f[1], f[2], Status.valueOf(status.toUpperCase(java.util.Locale.ROOT)),
+                        target, f[4]));
+            }
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+        return keys;
+    }
+}

@@ -1,0 +1,108 @@
+package dev.finetune.recipes;
+
+import dev.finetune.recipes.KeyReader.Problems;
+import dev.finetune.recipes.YamlNode.Mapping;
+import java.io.BufferedReader;
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+
+/**
+ * A recipe that passed validation, with what was derived from it and the warnings it raised.
+ *
+ * @param tree the merged tree after {@code base:} and overrides: what {@code --flatten} prints
+ */
+public record ValidatedRecipe(Recipe recipe, BatchPlan plan, List<Finding> warnings, Mapping tree) {
+
+    /** Loads, merges, overrides and validates; every error at once as {@link InvalidRecipe}. */
+    public static ValidatedRecipe load(Path file, List<String> overrides) {
+        Mapping tree = RecipeLoader.load(file, overrides);
+        return validate(tree, file.toAbsolutePath().normalize().getParent());
+    }
+
+    public static ValidatedRecipe validate(Mapping tree, Path recipeDir) {
+        Problems problems = new Problems();
+        Recipe recipe = RecipeReader.read(tree, recipeDir, problems);
+        Long rows = countRows(recipe, problems);
+        BatchPlan plan = BatchPlan.derive(recipe, rows, problems, tree.where());
+        if (!problems.errors.isEmpty()) {
+            throw new InvalidRecipe(problems.errors, problems.warnings);
+        }
+        return new ValidatedRecipe(recipe, plan, List.copyOf(problems.warnings), tree);
+    }
+
+    /**
+     * The resolved recipe as plain YAML that Axolotl reads: {@code base:} merged away, overrides applied, local
+     * dataset paths rewritten relative to {@code targetDir} when they were written in another folder.
+     */
+    public String flatten(Path targetDir) {
+        org.yaml.snakeyaml.DumperOptions options = new org.yaml.snakeyaml.DumperOptions();
+        options.setDefaultFlowStyle(org.yaml.snakeyaml.DumperOptions.FlowStyle.BLOCK);
+        options.setIndent(2);
+        options.setIndicatorIndent(0);
+        options.setWidth(120);
+        return new org.yaml.snakeyaml.Yaml(options).dump(plain(tree, "", targetDir.toAbsolutePath().normalize()));
+    }
+
+    private static Object plain(YamlNode node, String path, Path targetDir) {
+        if (node instanceof Mapping m) {
+            java.util.Map<String, Object> out = new java.util.LinkedHashMap<>();
+            for (YamlNode.Entry e : m.entries().values()) {
+                out.put(e.key(), plain(e.value(), path.isEmpty() ? e.key() : path + "." + e.key(), targetDir));
+            }
+            return out;
+        }
+        if (node instanceof YamlNode.Sequence s) {
+            java.util.List<Object> out = new java.util.ArrayList<>();
+            for (YamlNode item : s.items()) {
+                out.add(plain(item, path + "[]", targetDir));
+            }
+            return out;
+        }
+        YamlNode.Scalar s = (YamlNode.Scalar) node;
+        if ((path.equals("datasets[].path") || path.equals("test_datasets[].path")) && s.value() instanceof String p
+                && s.where().dir() != null && !s.where().dir().equals(targetDir) && !Path.of(p).isAbsolute()) {
+            Path resolved = s.where().dir().resolve(p).normalize();
+            if (Files.exists(resolved)) {
+                return targetDir.relativize(resolved).toString();
+            }
+        }
+        return s.value() instanceof java.math.BigInteger b ? b.toString() : s.value();
+    }
+
+    /** Rows of the training data when every dataset is a local JSONL/JSON file: one non-blank line or array item each. */
+    private static Long countRows(Recipe recipe, Problems problems) {
+        List<DatasetSpec> datasets = recipe.data().datasets();
+        if (datasets.isEmpty() || datasets.stream().anyMatch(d -> !d.local() || !Files.isRegularFile(d.path()))) {
+            return null;
+        }
+        long rows = 0;
+        for (DatasetSpec d : datasets) {
+            String name = d.path().getFileName().toString().toLowerCase(java.util.Locale.ROOT);
+            try {
+                if (name.endsWith(".jsonl")) {
+                    try (BufferedReader r = Files.newBufferedReader(d.path(), StandardCharsets.UTF_8)) {
+                        String line;
+                        while ((line = r.readLine()) != null) {
+                            if (!line.isBlank()) {
+                                rows++;
+                            }
+                        }
+                    }
+                } else if (name.endsWith(".json")) {
+                    var element = com.google.gson.JsonParser.parseString(Files.readString(d.path()));
+                    rows += element.isJsonArray() ? element.getAsJsonArray().size() : 1;
+                } else {
+                    return null;
+                }
+            } catch (IOException | RuntimeException e) {
+                problems.error(d.where(), "cannot read dataset " + d.path() + ": " + e.getMessage(),
+                        "check the file is readable JSON or JSONL");
+                return null;
+            }
+        }
+        return rows;
+    }
+}

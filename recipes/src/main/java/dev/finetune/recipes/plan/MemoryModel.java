@@ -1,0 +1,367 @@
+package dev.finetune.recipes.plan;
+
+import dev.finetune.recipes.AdapterSpec;
+import dev.finetune.recipes.model.ModelConfig;
+import dev.finetune.recipes.model.ModelParameters;
+import dev.finetune.recipes.model.ModelParameters.Tensor;
+import java.util.ArrayList;
+import java.util.EnumMap;
+import java.util.EnumSet;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.Set;
+
+/**
+ * Memory per device, from first principles: bytes per parameter of each kind of state, bytes per token of what
+ * autograd keeps, and which of them are alive in each phase. The formulas and their sources are in
+ * research/memory-anchors.md §2; each term's {@code how} prints the numbers it used.
+ */
+public final class MemoryModel {
+
+    /** CUDA context and library handles, outside PyTorch's allocator counters (anchors §0.2: 0.3–1 GiB). */
+    public static final long CUDA_CONTEXT = 512L << 20;
+    /** Caching-allocator reserve above live tensors (anchors §2.6: 0.05–2 GiB reserved − allocated). */
+    public static final long ALLOCATOR_SLACK = 512L << 20;
+    /**
+     * Resident set of the JVM with the PyTorch CPU runtime, outside model tensors: measured 158 MiB right after the
+     * engine loads and runs one op (java -XX:+UseSerialGC, DJL 0.36, libtorch 2.7.1), doubled for the heap that the
+     * tokenizer and data pipeline add. Recalibrate against the first full CPU run's peak RSS.
+     */
+    public static final long JVM_AND_LIBTORCH = 320L << 20;
+    /** Chunks of a chunked cross-entropy (torchtune's default). */
+    static final int LOSS_CHUNKS = 8;
+
+    private MemoryModel() {}
+
+    public static MemoryEstimate estimate(TrainingSetup s) {
+        return new Estimator(s).run();
+    }
+
+    /**
+     * Bytes autograd keeps per token for one decoder layer (research/memory-anchors.md §2.4, counted tensor by
+     * tensor for Llama-style blocks; with {@code act} = 2 the eager form is 22h + 4h_kv + 8I and the fused form
+     * 12h + 4h_kv + 6I, which the anchors calibrate against torchtune's Llama-3.2-3B ladder to ±15 %).
+     *
+     * <ul>
+     *   <li>eager: each RMSNorm keeps its fp32-upcast input (4 B) and its output; attention keeps the q/k/v input,
+     *       q, k, v, the attention output and the o_proj input; the MLP keeps its input, gate, up, silu(gate) and
+     *       their product.
+     *   <li>fused: norms keep a 16-bit input; the o_proj input is the attention output; SwiGLU keeps gate and up.
+     *   <li>both: the fp32 log-sum-exp per head that SDPA/FlashAttention keeps instead of the s² score matrix.
+     *   <li>MoE: intermediate tensors per routed expert, the gathered expert inputs, fp32 router logits.
+     *   <li>LoRA: the r-wide {@code x·A} per adapted linear, and with dropout a dropped copy of its input plus a
+     *       1-byte mask.
+     * </ul>
+     */
+    public static long activationBytesPerTokenPerLayer(ModelConfig c, Kernels.Layers layers, int act, AdapterSpec adapter) {
+        long h = c.hiddenSize();
+        long hq = (long) c.numAttentionHeads() * c.headDim();
+        long hkv = (long) c.numKeyValueHeads() * c.headDim();
+        int routed = c.numLocalExperts() > 0 ? c.numExpertsPerToken() : 1;
+        long inter = (long) c.intermediateSize() * routed;
+        long norms = c.normsPerLayer();
+        long bytes = switch (layers) {
+            case EAGER -> norms * (4 + act) * h + act * (h + 3 * hq + 2 * hkv) + act * (h + 4 * inter);
+            case FUSED -> norms * act * h + act * (h + 2 * hq + 2 * hkv) + act * (h + 3 * inter);
+        };
+        bytes += 4L * c.numAttentionHeads();
+        if (c.numLocalExperts() > 0) {
+            bytes += act * h * routed + 4L * c.numLocalExperts();
+        }
+        if (adapter instanceof AdapterSpec.Lora lora) {
+            for (Tensor t : c.parameters().loraTargets(adapter)) {
+                if (t.kind() == ModelParameters.Kind.HEAD) {
+                    continue;
+                }
+                long copies = t.copies() > 1 ? routed : 1;
+                bytes += copies * act * lora.r();
+                if (lora.dropout() > 0) {
+                    bytes += copies * (act + 1) * t.in();
+                }
+            }
+        }
+        return bytes;
+    }
+
+    /** Bytes per logit while the loss and its gradient exist (anchors §2.5). */
+    static double bytesPerLogit(Kernels.Loss loss, int act) {
+        return switch (loss) {
+            // logits, fp32 log-softmax kept for backward, logits gradient
+            case FULL -> act + 4 + act;
+            // + the fp32 copy the model returns, and its fp32 gradient
+            case UPCAST_FP32 -> act == 4 ? 12 : act + 4 + 4 + 4 + act;
+            // 16-bit logit chunks kept, the fp32 work of one chunk at a time
+            case CHUNKED -> act + (4.0 + 4 + act) / LOSS_CHUNKS;
+        };
+    }
+
+    /** NF4 bytes per quantized parameter: 4 bits plus the absmax per block, itself 8-bit with double quantization. */
+    public static double nf4BytesPerParam(AdapterSpec.Nf4 nf4) {
+        double block = nf4.blockSize();
+        return 0.5 + (nf4.doubleQuant() ? 1.0 / block + 4.0 / (block * 256) : 4.0 / block);
+    }
+
+    private static final class Estimator {
+        private final TrainingSetup s;
+        private final ModelConfig c;
+        private final ModelParameters p;
+        private final PrecisionRegime r;
+        private final List<Phase> phases;
+        private final List<Term> terms = new ArrayList<>();
+        private final AdapterSpec.Lora lora;
+        private final AdapterSpec.Nf4 nf4;
+        private final int shards;
+        private final boolean offload;
+        private final long trainable;
+
+        Estimator(TrainingSetup s) {
+            this.s = s;
+            this.c = s.model();
+            this.p = c.parameters();
+            this.r = s.precision();
+            this.lora = s.adapter() instanceof AdapterSpec.Lora l ? l : null;
+            this.nf4 = lora == null ? null : lora.quantization();
+            this.shards = s.sharding().shards() ? s.ranks() : 1;
+            this.offload = s.sharding() == Sharding.FSDP_OFFLOAD;
+            this.trainable = p.trainable(s.adapter());
+            List<Phase> ph = new ArrayList<>(List.of(Phase.LOAD, Phase.FORWARD_BACKWARD, Phase.OPTIMIZER_STEP));
+            if (s.objective() instanceof Objective.Grpo) {
+                ph.add(Phase.GENERATION);
+            }
+            ph.add(Phase.SAVE);
+            this.phases = List.copyOf(ph);
+        }
+
+        MemoryEstimate run() {
+            Set<Phase> all = EnumSet.copyOf(phases);
+            Set<Phase> training = EnumSet.copyOf(phases);
+            training.remove(Phase.LOAD);
+            Set<Phase> backward = EnumSet.of(Phase.FORWARD_BACKWARD, Phase.OPTIMIZER_STEP);
+
+            weights(all);
+            if (lora != null) {
+                add("adapter", count(trainable) + " LoRA params × " + r.trainableWeight() + " B" + sharded() + hostNote(), resident(trainable * r.trainableWeight()), all);
+            }
+            if (r.master() > 0) {
+                add("master_weights", count(trainable) + " trainable × " + r.master() + " B fp32 master copy" + sharded(),
+                        resident(trainable * r.master()), training);
+            }
+            add("gradients", count(trainable) + " trainable × " + r.gradient() + " B" + sharded()
+                    + (offload ? ", moved to host after reduce-scatter" : ""), resident(trainable * r.gradient()), backward);
+            if (s.sharding() == Sharding.DDP) {
+                add("ddp_buckets", "DDP copies gradients into all-reduce buckets: " + count(trainable) + " × " + r.gradient() + " B",
+                        trainable * r.gradient(), backward);
+            }
+            optimizer(training);
+            reference(all);
+            activations();
+            logits();
+            if (s.sharding().shards()) {
+                fsdpBuffers();
+            }
+            if (nf4 != null) {
+                long largest = p.layer().stream().filter(t -> t.kind() == ModelParameters.Kind.LINEAR)
+                        .mapToLong(Tensor::numelPerCopy).max().orElse(0);
+                Set<Phase> dequant = EnumSet.of(Phase.FORWARD_BACKWARD);
+                if (phases.contains(Phase.GENERATION)) {
+                    dequant.add(Phase.GENERATION);
+                }
+                add("dequant_scratch", "largest NF4 linear dequantized for its matmul: " + count(largest) + " × "
+                        + r.activation() + " B", largest * r.activation(), dequant);
+            }
+            if (s.objective() instanceof Objective.Grpo g) {
+                kvCache(g);
+            }
+            staging();
+            runtime(all);
+            return new MemoryEstimate(s, terms, phases);
+        }
+
+        private void weights(Set<Phase> phases) {
+            long total = p.total();
+            if (lora == null) {
+                add("weights", count(total) + " params × " + r.trainableWeight() + " B" + sharded() + hostNote(),
+                        resident(total * r.trainableWeight()), phases);
+            } else if (nf4 == null) {
+                add("weights", count(total) + " frozen params × " + r.frozenWeight() + " B" + sharded() + hostNote(),
+                        resident(total * r.frozenWeight()), phases);
+            } else {
+                long quantized = p.quantizable();
+                long plain = total - quantized;
+                double perParam = nf4BytesPerParam(nf4);
+                add("weights", count(plain) + " unquantized params (embedding, head, norms, biases) × " + r.frozenWeight()
+                        + " B" + sharded() + hostNote(), resident(plain * r.frozenWeight()), phases);
+                add("weights_nf4", count(quantized) + " decoder linears × " + String.format(Locale.ROOT, "%.4f", perParam)
+                        + " B (NF4, block " + nf4.blockSize() + (nf4.doubleQuant() ? ", double-quantized absmax" : ", fp32 absmax")
+                        + ")" + sharded() + hostNote(), resident(Math.round(quantized * perParam)), phases);
+            }
+        }
+
+        private void optimizer(Set<Phase> phases) {
+            OptimizerKind o = s.optimizer();
+            long bytes;
+            String how;
+            if (o.eightBit()) {
+                long small = lora == null ? p.inSmallTensors(OptimizerKind.MIN_8BIT_SIZE) : 0;
+                long big = trainable - small;
+                bytes = small * o.states() * 4L + Math.round(big * o.states() * (1 + 4.0 / OptimizerKind.BLOCK));
+                how = o.label() + ": " + o.states() + " × (1 B + fp32 absmax per " + OptimizerKind.BLOCK + ") × " + count(big)
+                        + (small > 0 ? " + " + count(small) + " in small tensors × " + o.states() + " × 4 B" : "");
+            } else {
+                bytes = trainable * o.states() * r.moment();
+                how = o.label() + ": " + o.states() + " state" + (o.states() > 1 ? "s" : "") + " × " + r.moment() + " B × " + count(trainable);
+            }
+            add("optimizer_state", how + sharded() + hostNote(), resident(bytes), phases);
+        }
+
+        private void reference(Set<Phase> phases) {
+            boolean needed = s.objective() instanceof Objective.Dpo
+                    || (s.objective() instanceof Objective.Grpo g && g.beta() > 0);
+            if (!needed) {
+                return;
+            }
+            if (lora != null) {
+                add("reference", "none: the base model with the adapter disabled serves as reference", 0, phases);
+            } else {
+                add("reference", "frozen copy of the policy: " + count(p.total()) + " × " + r.frozenWeight() + " B" + sharded() + hostNote(),
+                        resident(p.total() * r.frozenWeight()), phases);
+            }
+        }
+
+        private void activations() {
+            long tokens = (long) s.sequencesPerMicroBatch() * s.trainedSequenceLength();
+            int act = r.activation();
+            long perLayer = activationBytesPerTokenPerLayer(c, s.kernels().layers(), act, s.adapter());
+            long layers = c.numHiddenLayers();
+            long finalNorm = (long) (4 + act) * c.hiddenSize();
+            long bytes;
+            String how;
+            if (s.gradientCheckpointing()) {
+                long kept = (long) act * c.hiddenSize();
+                bytes = tokens * (layers * kept + perLayer + finalNorm);
+                how = "checkpointed: " + layers + " layer inputs × " + kept + " B/token + one layer recomputed at "
+                        + perLayer + " B/token (" + s.kernels().layers().label() + "), × " + tokens + " tokens";
+            } else {
+                bytes = tokens * (layers * perLayer + finalNorm);
+                how = perLayer + " B/token/layer (" + s.kernels().layers().label() + ") × " + layers + " layers × " + tokens + " tokens";
+            }
+            add("activations", how, bytes, EnumSet.of(Phase.FORWARD_BACKWARD));
+        }
+
+        private void logits() {
+            long positions = s.objective() instanceof Objective.Grpo g
+                    ? (long) s.microBatch() * g.maxCompletionLength()
+                    : (long) s.sequencesPerMicroBatch() * s.trainedSequenceLength();
+            double perLogit = bytesPerLogit(s.kernels().loss(), r.activation());
+            long bytes = Math.round(positions * (double) c.vocabSize() * perLogit);
+            add("logits", positions + " positions × " + c.vocabSize() + " vocab × " + String.format(Locale.ROOT, "%.2f", perLogit)
+                    + " B (" + s.kernels().loss().label() + ")", bytes, EnumSet.of(Phase.FORWARD_BACKWARD));
+        }
+
+        /**
+         * FSDP gathers one unit at a time and prefetches the next: the units are each decoder layer, the embedding and
+         * the head, each wrapped on its own (torchtune's {@code custom_sharded_layers}; our worker does the same) so a
+         * 128k-vocabulary table is never gathered together with the head. Gradients of the unit just computed are
+         * reduce-scattered from a full-size buffer.
+         */
+        private void fsdpBuffers() {
+            double weightBytes = lora == null ? r.trainableWeight() : r.frozenWeight();
+            double layerUnit = 0;
+            for (Tensor t : p.layer()) {
+                boolean quantized = nf4 != null && t.kind() == ModelParameters.Kind.LINEAR;
+                layerUnit += t.numel() * (quantized ? nf4BytesPerParam(nf4) : weightBytes);
+            }
+            long layerTrainable = lora == null ? p.perLayer() : p.loraTrainable(s.adapter()) / c.numHiddenLayers();
+            if (lora != null) {
+                layerUnit += layerTrainable * r.trainableWeight();
+            }
+            double tableUnit = Math.max(p.embedding().numel(), p.headParams()) * weightBytes;
+            long tableTrainable = lora == null ? Math.max(p.embedding().numel(), p.headParams()) : 0;
+            double largest = Math.max(layerUnit, tableUnit);
+            double second = p.head() == null ? layerUnit : Math.min(layerUnit, tableUnit);
+            long gather = Math.round(largest + second);
+            long reduce = Math.max(layerTrainable, tableTrainable) * r.gradient();
+            Map<Phase, Long> bytes = new EnumMap<>(Phase.class);
+            bytes.put(Phase.LOAD, Math.round(largest));
+            bytes.put(Phase.FORWARD_BACKWARD, gather + reduce);
+            if (phases.contains(Phase.GENERATION)) {
+                bytes.put(Phase.GENERATION, gather);
+            }
+            bytes.put(Phase.SAVE, Math.round(largest));
+            terms.add(new Term("fsdp_buffers", "all-gather of the unit in use and the prefetched one (layer " + gib(layerUnit)
+                    + " GiB, embedding/head " + gib(tableUnit) + " GiB) + reduce-scatter " + gib(reduce) + " GiB", bytes));
+        }
+
+        /** TRL generates the whole generation batch (by default micro × accumulation completions per device) at once. */
+        private void kvCache(Objective.Grpo g) {
+            long sequences = g.generationBatch() > 0 ? g.generationBatch() : (long) s.microBatch() * s.gradientAccumulation();
+            long length = g.maxPromptLength() + g.maxCompletionLength();
+            long perToken = 2L * c.numHiddenLayers() * c.numKeyValueHeads() * c.headDim() * r.activation();
+            long sampling = sequences * c.vocabSize() * 4L;
+            add("kv_cache", sequences + " sequences × " + length + " tokens × " + perToken + " B/token (K and V, "
+                    + c.numHiddenLayers() + " layers) + fp32 last-position logits", sequences * length * perToken + sampling,
+                    EnumSet.of(Phase.GENERATION));
+        }
+
+        /** Load streams the checkpoint tensor by tensor; save writes one tensor at a time. */
+        private void staging() {
+            int fileBytes = c.torchDtype() != null && c.torchDtype().contains("32") ? 4 : 2;
+            if (s.onCpu()) {
+                add("load_staging", "checkpoint pages mapped while widening to fp32: " + count(p.total()) + " × " + fileBytes + " B",
+                        p.total() * fileBytes, EnumSet.of(Phase.LOAD));
+            } else {
+                add("load_staging", "largest checkpoint tensor: " + count(p.largestTensor()) + " × " + fileBytes + " B",
+                        p.largestTensor() * fileBytes, EnumSet.of(Phase.LOAD));
+            }
+            long largestTrainable = lora == null ? p.largestTensor()
+                    : p.loraTargets(s.adapter()).stream().mapToLong(t -> (long) lora.r() * Math.max(t.in(), t.out())).max().orElse(0);
+            add("save_staging", "largest saved tensor in fp32: " + count(largestTrainable) + " × 4 B", largestTrainable * 4,
+                    EnumSet.of(Phase.SAVE));
+        }
+
+        private void runtime(Set<Phase> phases) {
+            if (s.onCpu()) {
+                add("runtime", "JVM and the PyTorch CPU runtime", JVM_AND_LIBTORCH, phases);
+            } else {
+                add("cuda_context", "CUDA context and library handles, outside PyTorch's counters", CUDA_CONTEXT, phases);
+                add("allocator_slack", "caching allocator's reserve above live tensors", ALLOCATOR_SLACK, phases);
+            }
+        }
+
+        private void add(String name, String how, long bytes, Set<Phase> live) {
+            Map<Phase, Long> map = new EnumMap<>(Phase.class);
+            for (Phase ph : live) {
+                if (phases.contains(ph)) {
+                    map.put(ph, bytes);
+                }
+            }
+            terms.add(new Term(name, how, map));
+        }
+
+        /** Sharded state on the device: divided by the ranks, nothing when offloaded to the host. */
+        private long resident(long bytes) {
+            return offload ? 0 : shard(bytes);
+        }
+
+        private long shard(long bytes) {
+            return (bytes + shards - 1) / shards;
+        }
+
+        private String sharded() {
+            return shards > 1 ? " / " + shards + " ranks" : "";
+        }
+
+        private String hostNote() {
+            return offload ? ", in host memory" : "";
+        }
+
+        private static String count(long n) {
+            return Bytes.count(n);
+        }
+
+        private static String gib(double bytes) {
+            return String.format(Locale.ROOT, "%.2f", bytes / Bytes.GIB);
+        }
+    }
+}

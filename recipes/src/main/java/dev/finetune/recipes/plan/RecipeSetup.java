@@ -1,0 +1,111 @@
+package dev.finetune.recipes.plan;
+
+import dev.finetune.recipes.AdapterSpec;
+import dev.finetune.recipes.Recipe;
+import dev.finetune.recipes.UserError;
+import dev.finetune.recipes.model.ModelConfig;
+import dev.finetune.recipes.model.ModelParameters;
+import java.util.stream.Collectors;
+
+/**
+ * The one mapping from a validated {@link Recipe} to the memory model's {@link TrainingSetup}: which precision regime,
+ * optimizer, sharding and objective a recipe means on the given hardware.
+ */
+public final class RecipeSetup {
+
+    private RecipeSetup() {}
+
+    /**
+     * @param hardware from the command line, or {@link #hardware(Recipe.Hardware)} of the recipe
+     * @param regime {@code null} to use what our trainers run for this recipe ({@link #regime})
+     * @param micro / accumulation / generationBatch the resolved batch arithmetic (micro batch per rank, accumulation
+     *     steps, GRPO completions per generation round or 0)
+     */
+    public static TrainingSetup of(Recipe recipe, String modelName, ModelConfig model, Hardware hardware,
+            PrecisionRegime regime, int micro, int accumulation, int generationBatch) {
+        requireTargets(recipe.adapter(), model);
+        Recipe.Training t = recipe.training();
+        boolean checkpointing = t.gradientCheckpointing()
+                || (recipe.distributed().fsdp() != null && recipe.distributed().fsdp().activationCheckpointing());
+        return new TrainingSetup(modelName, model, recipe.adapter(),
+                regime != null ? regime : regime(recipe, hardware), optimizer(t.optimizer()), micro, accumulation,
+                t.sequenceLen(), checkpointing, objective(recipe.objective(), t.sequenceLen(), generationBatch),
+                sharding(recipe, hardware), hardware, Kernels.ours());
+    }
+
+    /** A LoRA whose targets name no linear of this architecture would train nothing (Phi-3 has no {@code q_proj}). */
+    static void requireTargets(AdapterSpec adapter, ModelConfig model) {
+        if (adapter instanceof AdapterSpec.Lora && model.parameters().loraTargets(adapter).isEmpty()) {
+            String linears = model.parameters().layer().stream()
+                    .filter(t -> t.kind() == ModelParameters.Kind.LINEAR)
+                    .map(ModelParameters.Tensor::shortName).distinct().collect(Collectors.joining(", "));
+            throw new UserError("lora_target_modules", "matches no linear layer of this " + model.modelType() + " model",
+                    "its linears are " + linears + "; or set lora_target_linear: true");
+        }
+    }
+
+    /**
+     * The recipe's {@code hardware:}; when absent, this machine's CPU, which is where a plain run would train.
+     */
+    public static Hardware hardware(Recipe.Hardware written) {
+        if (written instanceof Recipe.Hardware.Gpus g) {
+            if (g.gpuMemoryBytes() == null) {
+                throw new UserError("hardware.gpu_memory", "the plan needs the memory of one GPU",
+                        "add gpu_memory: 80GiB under hardware:, or pass --gpu-memory 80GiB");
+            }
+            return new Hardware.Gpus(g.perNode(), g.nodes(), g.gpuMemoryBytes());
+        }
+        return Hardware.thisMachine();
+    }
+
+    /**
+     * What a recipe costs per parameter, read the way Axolotl runs it: fp32 throughout on CPU (our CPU trainer,
+     * DESIGN.md §5); on GPU with bf16/fp16 the model is loaded in 16 bits, so a full fine-tune keeps gradients and
+     * torch AdamW's moments in 16 bits too (pure bf16, 8 B/param, as HF Trainer and torchtune do), while LoRA adapters
+     * are kept in fp32 by PEFT (16 B per adapter parameter, the mixed-precision row). {@code --precision} overrides.
+     */
+    public static PrecisionRegime regime(Recipe recipe, Hardware hardware) {
+        boolean gpu = hardware instanceof Hardware.Gpus;
+        if (recipe.precision().compute(gpu) == Recipe.ComputeDtype.FP32) {
+            return PrecisionRegime.FP32;
+        }
+        return recipe.adapter() instanceof AdapterSpec.Lora ? PrecisionRegime.MIXED_FP32_MASTER : PrecisionRegime.BF16_PURE;
+    }
+
+    /** {@code fsdp_config} shards (with offload when asked); several devices without it replicate (DDP). */
+    public static Sharding sharding(Recipe recipe, Hardware hardware) {
+        if (recipe.backend() == Recipe.Backend.SINGLE || hardware.devices() == 1) {
+            return Sharding.SINGLE;
+        }
+        Recipe.Fsdp fsdp = recipe.distributed().fsdp();
+        if (fsdp != null || recipe.backend() == Recipe.Backend.FSDP) {
+            return fsdp != null && fsdp.offloadParams() ? Sharding.FSDP_OFFLOAD : Sharding.FSDP_FULL_SHARD;
+        }
+        return Sharding.DDP;
+    }
+
+    public static OptimizerKind optimizer(Recipe.Optimizer optimizer) {
+        if (optimizer == null) {
+            return OptimizerKind.ADAMW;
+        }
+        if (optimizer == Recipe.Optimizer.SGD) {
+            return OptimizerKind.SGD;
+        }
+        return optimizer.eightBit() ? OptimizerKind.ADAMW_8BIT : OptimizerKind.ADAMW;
+    }
+
+    /**
+     * GRPO prompts are sized at {@code sequence_len} and completions at {@code trl.max_completion_length}: the plan
+     * takes both at their limits, which is where the memory peak is.
+     */
+    public static Objective objective(Recipe.Objective objective, int sequenceLen, int generationBatch) {
+        if (objective instanceof Recipe.Objective.Dpo) {
+            return new Objective.Dpo();
+        }
+        if (objective instanceof Recipe.Objective.Grpo g) {
+            int batch = g.generationBatchSize() != null ? g.generationBatchSize() : generationBatch;
+            return new Objective.Grpo(g.numGenerations(), sequenceLen, g.maxCompletionLength(), g.beta(), batch);
+        }
+        return new Objective.Sft();
+    }
+}

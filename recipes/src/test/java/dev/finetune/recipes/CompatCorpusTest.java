@@ -1,0 +1,116 @@
+package dev.finetune.recipes;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+import org.junit.jupiter.api.Test;
+
+/**
+ * Runs validation over every Axolotl example recipe in ../shared/compat/axolotl and compares our verdict with
+ * Axolotl's own (VALIDATION.tsv). Rejecting an Axolotl-PASS recipe agrees only when we say "unsupported".
+ * Every disagreement must be listed, with its reason, in compat-expectations.tsv.
+ */
+class CompatCorpusTest {
+
+    static Path corpus() {
+        for (Path p = Path.of(System.getProperty("user.dir")).toAbsolutePath(); p != null; p = p.getParent()) {
+            Path candidate = p.resolve("shared/compat/axolotl");
+            if (Files.isRegularFile(candidate.resolve("VALIDATION.tsv"))) {
+                return candidate;
+            }
+            Path beside = p.resolveSibling("shared").resolve("compat/axolotl");
+            if (Files.isRegularFile(beside.resolve("VALIDATION.tsv"))) {
+                return beside;
+            }
+        }
+        return null;
+    }
+
+    /** Our verdict per file: "PASS", "UNSUPPORTED" (an error that says so), or "FAIL" with the first error. */
+    static String verdict(Path file, List<String> errorsOut) {
+        try {
+            ValidatedRecipe.load(file, List.of());
+            return "PASS";
+        } catch (InvalidRecipe e) {
+            e.errors().forEach(f -> errorsOut.add(f.oneLine()));
+            return e.errors().stream().anyMatch(f -> f.message().contains("unsupported")) ? "UNSUPPORTED" : "FAIL";
+        } catch (UserError e) {
+            errorsOut.add(e.oneLine());
+            return e.getMessage().contains("unsupported") ? "UNSUPPORTED" : "FAIL";
+        }
+    }
+
+    @Test
+    void agreesWithAxolotlOnAtLeast95PercentAndExplainsEveryDisagreement() throws IOException {
+        Path root = corpus();
+        assumeTrue(root != null, "shared/compat/axolotl not found beside the repository");
+        Map<String, String> axolotl = new LinkedHashMap<>();
+        for (String line : Files.readAllLines(root.resolve("VALIDATION.tsv")).subList(1, Files.readAllLines(root.resolve("VALIDATION.tsv")).size())) {
+            String[] f = line.split("\t", -1);
+            axolotl.put(f[0], f[1]);
+        }
+        Map<String, String> expected = new TreeMap<>();
+        for (String line : Files.readAllLines(Path.of("src/test/resources/compat-expectations.tsv"))) {
+            if (!line.startsWith("#") && !line.isBlank()) {
+                String[] f = line.split("\t", -1);
+                expected.put(f[0], f[1]);
+            }
+        }
+        int agree = 0;
+        Map<String, String> disagreements = new TreeMap<>();
+        for (var e : axolotl.entrySet()) {
+            List<String> errors = new ArrayList<>();
+            long start = System.nanoTime();
+            String ours = verdict(root.resolve(e.getKey()), errors);
+            long ms = (System.nanoTime() - start) / 1_000_000;
+            assertTrue(ms < 1000, e.getKey() + " took " + ms + " ms");
+            String theirs = e.getValue();
+            boolean same = theirs.equals("PASS") ? !ours.equals("FAIL") : !ours.equals("PASS");
+            if (same) {
+                agree++;
+            } else {
+                disagreements.put(e.getKey(), "axolotl " + theirs + ", ours " + ours + ": " + (errors.isEmpty() ? "" : errors.get(0)));
+            }
+        }
+        double share = 100.0 * agree / axolotl.size();
+        System.out.printf("compat agreement: %d/%d = %.1f%%%n", agree, axolotl.size(), share);
+        disagreements.forEach((k, v) -> System.out.println("  disagree " + k + " -> " + v));
+        assertEquals(expected.keySet(), disagreements.keySet(), "compat-expectations.tsv must list exactly the disagreements");
+        assertTrue(share >= 95.0, "agreement " + share + "% < 95%");
+    }
+
+    @Test
+    void everyUnknownKeyInTheIndexIsReportedWithASuggestion() throws IOException {
+        Path root = corpus();
+        assumeTrue(root != null, "shared/compat/axolotl not found beside the repository");
+        List<String> lines = Files.readAllLines(root.resolve("INDEX.tsv"));
+        List<String> header = List.of(lines.get(0).split("\t", -1));
+        int unknownColumn = header.indexOf("unknown_keys");
+        int checked = 0;
+        for (String line : lines.subList(1, lines.size())) {
+            String[] f = line.split("\t", -1);
+            if (f[unknownColumn].isEmpty()) {
+                continue;
+            }
+            List<String> errors = new ArrayList<>();
+            verdict(root.resolve(f[0]), errors);
+            for (String key : f[unknownColumn].split(";")) {
+                String report = errors.stream().filter(l -> l.contains("unknown key '" + key + "'")).findFirst().orElse(null);
+                assertTrue(report != null, f[0] + ": unknown key " + key + " not reported; errors: " + errors);
+                assertTrue(report.contains("did you mean") || report.contains("remove it"), "no suggestion: " + report);
+                checked++;
+            }
+        }
+        System.out.println("unknown keys reported with a suggestion: " + checked);
+        assertTrue(checked > 0);
+    }
+}

@@ -1,0 +1,217 @@
+package dev.finetune.recipes;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.stream.Stream;
+import org.junit.jupiter.api.DynamicTest;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.TestFactory;
+import org.junit.jupiter.api.io.TempDir;
+
+/** Overrides, base: inheritance, the shipped library, and --flatten round trips, on real files. */
+class RecipeLoadingTest {
+
+    static Path repoRoot() {
+        for (Path p = Path.of(System.getProperty("user.dir")).toAbsolutePath(); p != null; p = p.getParent()) {
+            if (Files.isRegularFile(p.resolve("configs/quickstart.yaml"))) {
+                return p;
+            }
+        }
+        throw new IllegalStateException("configs/quickstart.yaml not found above " + System.getProperty("user.dir"));
+    }
+
+    static List<Path> shippedConfigs() throws IOException {
+        Path configs = repoRoot().resolve("configs");
+        try (Stream<Path> files = Files.walk(configs)) {
+            return files.filter(p -> p.toString().endsWith(".yaml"))
+                    .filter(p -> !configs.relativize(p).startsWith("models") && !configs.relativize(p).startsWith("data"))
+                    .sorted().toList();
+        }
+    }
+
+    /** The recipe with source positions removed: they name the file, so they differ between equal recipes. */
+    static Recipe withoutLocations(Recipe r) {
+        Recipe.Data d = r.data();
+        return new Recipe(r.model(), r.adapter(), new Recipe.Data(strip(d.datasets()), strip(d.testDatasets()),
+                d.valSetSize(), d.preparedPath(), d.trainOnInputs()), r.training(), r.batch(), r.precision(),
+                r.objective(), r.distributed(), r.hardware(), r.backend(), r.output());
+    }
+
+    private static List<DatasetSpec> strip(List<DatasetSpec> specs) {
+        return specs.stream().map(s -> new DatasetSpec(s.path(), s.type(), s.field(), s.fieldMessages(),
+                s.messagePropertyMappings(), s.rolesToTrain(), s.trainOnEos(), s.chatTemplate(), null, s.remote(),
+                s.split(), s.fieldChosen(), s.fieldRejected())).toList();
+    }
+
+    @TestFactory
+    Stream<DynamicTest> everyShippedConfigValidatesAndHasAHeaderComment() throws IOException {
+        List<Path> configs = shippedConfigs();
+        assertTrue(configs.size() >= 5, "the library ships " + configs.size() + " recipes");
+        return configs.stream().map(p -> DynamicTest.dynamicTest(p.getFileName().toString(), () -> {
+            assertTrue(Files.readAllLines(p).get(0).startsWith("# "), p + " has no header comment");
+            ValidatedRecipe v = ValidatedRecipe.load(p, List.of());
+            assertFalse(v.recipe().model().baseModel().isBlank());
+        }));
+    }
+
+    @TestFactory
+    Stream<DynamicTest> flattenedOutputRevalidatesToTheSameRecipe() throws IOException {
+        return shippedConfigs().stream().map(p -> DynamicTest.dynamicTest(p.getFileName().toString(), () -> {
+            ValidatedRecipe original = ValidatedRecipe.load(p, List.of());
+            String flat = original.flatten(p.getParent());
+            assertFalse(flat.contains("base:"));
+            Path copy = p.resolveSibling(".flat-" + p.getFileName());
+            try {
+                Files.writeString(copy, flat);
+                ValidatedRecipe again = ValidatedRecipe.load(copy, List.of());
+                assertEquals(withoutLocations(original.recipe()), withoutLocations(again.recipe()));
+                assertEquals(original.plan(), again.plan());
+            } finally {
+                Files.deleteIfExists(copy);
+            }
+        }));
+    }
+
+    @Test
+    void quickstartPlanCountsTheLocalRows() {
+        ValidatedRecipe v = ValidatedRecipe.load(repoRoot().resolve("configs/quickstart.yaml"), List.of());
+        BatchPlan plan = v.plan();
+        // 10 rows, micro 2 x 1 rank x accumulation 1: 5 steps per epoch, 3 epochs.
+        assertEquals(10L, plan.rows());
+        assertEquals(2, plan.global());
+        assertEquals(5L, plan.stepsPerEpoch());
+        assertEquals(15L, plan.totalSteps());
+        assertEquals(2L * 256, plan.tokensPerStep());
+    }
+
+    @Test
+    void overridesAreReadLikeFileKeysAndNamedInErrors() {
+        Path quickstart = repoRoot().resolve("configs/quickstart.yaml");
+        ValidatedRecipe v = ValidatedRecipe.load(quickstart, List.of("learning_rate=5e-5", "lora_r=4", "hardware={gpus: 2}", "backend=auto"));
+        assertEquals(5e-5, v.recipe().training().learningRate());
+        assertEquals(4, ((AdapterSpec.Lora) v.recipe().adapter()).r());
+        assertEquals(new Recipe.Hardware.Gpus(2, 1, null), v.recipe().hardware());
+        assertEquals(2, v.plan().dataParallelRanks());
+
+        InvalidRecipe bad = assertThrows(InvalidRecipe.class,
+                () -> ValidatedRecipe.load(quickstart, List.of("micro_batch_size=0", "learning_rat=1")));
+        List<String> lines = bad.errors().stream().map(Finding::oneLine).toList();
+        assertTrue(lines.stream().anyMatch(l -> l.startsWith("override 'micro_batch_size=0': micro_batch_size must be at least 1")), lines.toString());
+        assertTrue(lines.stream().anyMatch(l -> l.startsWith("override 'learning_rat=1': unknown key 'learning_rat'")
+                && l.contains("did you mean 'learning_rate'")), lines.toString());
+
+        UserError noEquals = assertThrows(UserError.class, () -> ValidatedRecipe.load(quickstart, List.of("lora_r")));
+        assertTrue(noEquals.oneLine().startsWith("override 'lora_r': an override must look like key=value"));
+        UserError intoScalar = assertThrows(UserError.class, () -> ValidatedRecipe.load(quickstart, List.of("seed.x=1")));
+        assertTrue(intoScalar.getMessage().contains("has no sub-key 'x'"), intoScalar.getMessage());
+    }
+
+    @Test
+    void baseMergesDeeplyWithPathsRelativeToTheFileThatWroteThem(@TempDir Path tmp) throws IOException {
+        Path common = Files.createDirectories(tmp.resolve("common"));
+        Files.writeString(common.resolve("train.jsonl"), "{\"text\": \"a\"}\n{\"text\": \"b\"}\n{\"text\": \"c\"}\n");
+        Files.writeString(common.resolve("base.yaml"), """
+                base_model: NousResearch/Llama-3.2-1B
+                datasets:
+                  - path: train.jsonl
+                    type: completion
+                micro_batch_size: 1
+                gradient_accumulation_steps: 1
+                learning_rate: 1e-4
+                hardware:
+                  gpus: 8
+                  gpu_memory: 80GiB
+                trl:
+                  beta: 0.2
+                """);
+        Path run = Files.createDirectories(tmp.resolve("runs")).resolve("mine.yaml");
+        Files.writeString(run, """
+                base: ../common/base.yaml
+                learning_rate: 3e-4
+                hardware:
+                  gpus: 2
+                """);
+        ValidatedRecipe v = ValidatedRecipe.load(run, List.of());
+        assertEquals(3e-4, v.recipe().training().learningRate());
+        // Deep merge: gpus from the child, gpu_memory kept from the base.
+        assertEquals(new Recipe.Hardware.Gpus(2, 1, 80L << 30), v.recipe().hardware());
+        assertEquals(common.resolve("train.jsonl").toAbsolutePath().normalize(), v.recipe().data().datasets().get(0).path());
+        assertEquals(3L, v.plan().rows());
+
+        String flat = v.flatten(run.getParent());
+        assertFalse(flat.contains("base:"), flat);
+        assertTrue(flat.contains("path: ../common/train.jsonl"), flat);
+        Path flatFile = run.resolveSibling("flat.yaml");
+        Files.writeString(flatFile, flat);
+        assertEquals(withoutLocations(v.recipe()), withoutLocations(ValidatedRecipe.load(flatFile, List.of()).recipe()));
+    }
+
+    @Test
+    void batchArithmeticDerivesTheMissingNumber(@TempDir Path tmp) throws IOException {
+        Path r = tmp.resolve("r.yaml");
+        Files.writeString(r, """
+                base_model: x/y
+                datasets: [{path: org/data, type: alpaca}]
+                learning_rate: 1e-4
+                micro_batch_size: 4
+                batch_size: 32
+                hardware: {gpus: 4, nodes: 2}
+                backend: fsdp
+                fsdp_version: 2
+                fsdp_config: {reshard_after_forward: true}
+                """);
+        ValidatedRecipe v = ValidatedRecipe.load(r, List.of());
+        assertEquals(8, v.plan().accumulation());
+        assertEquals(8, v.plan().dataParallelRanks());
+        assertEquals(4 * 8 * 8, v.plan().global());
+        assertNull(v.plan().rows());
+        assertTrue(v.recipe().distributed().sharded());
+        assertInstanceOf(Recipe.Objective.Sft.class, v.recipe().objective());
+    }
+
+    @Test
+    void grpoDivisibilityErrorSuggestsTheSmallestAccumulation(@TempDir Path tmp) throws IOException {
+        Path r = tmp.resolve("g.yaml");
+        Files.writeString(r, """
+                base_model: x/y
+                rl: grpo
+                trl: {num_generations: 8, reward_funcs: [format]}
+                datasets: [{path: org/data, type: chat_template}]
+                learning_rate: 1e-5
+                micro_batch_size: 2
+                gradient_accumulation_steps: 3
+                """);
+        InvalidRecipe e = assertThrows(InvalidRecipe.class, () -> ValidatedRecipe.load(r, List.of()));
+        assertTrue(e.oneLine().contains("generation batch 6") && e.oneLine().contains("gradient_accumulation_steps: 4"),
+                e.oneLine());
+    }
+
+    @Test
+    void ignoredKeysWarnAndUnsupportedKeysSaySo(@TempDir Path tmp) throws IOException {
+        Path r = tmp.resolve("w.yaml");
+        Files.writeString(r, """
+                base_model: x/y
+                datasets: [{path: org/data, type: alpaca}]
+                learning_rate: 1e-4
+                micro_batch_size: 1
+                gradient_accumulation_steps: 1
+                wandb_project: demo
+                load_in_8bit: false
+                """);
+        ValidatedRecipe v = ValidatedRecipe.load(r, List.of());
+        assertTrue(v.warnings().stream().anyMatch(w -> w.message().contains("'wandb_project' is ignored")));
+        InvalidRecipe e = assertThrows(InvalidRecipe.class,
+                () -> ValidatedRecipe.load(r, List.of("deepspeed=zero3.json", "peft_use_dora=true")));
+        assertEquals(2, e.errors().size(), e.errors().toString());
+        assertTrue(e.errors().stream().allMatch(f -> f.message().contains("unsupported")));
+    }
+}

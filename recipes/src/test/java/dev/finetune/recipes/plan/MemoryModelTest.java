@@ -1,0 +1,207 @@
+package dev.finetune.recipes.plan;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import com.google.gson.JsonObject;
+import com.google.gson.JsonParser;
+import dev.finetune.recipes.AdapterSpec;
+import dev.finetune.recipes.UserError;
+import dev.finetune.recipes.model.KnownModels;
+import dev.finetune.recipes.model.ModelConfig;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+class MemoryModelTest {
+
+    static final long GIB = 1L << 30;
+    static final ModelConfig LLAMA_3B = KnownModels.lookup("meta-llama/Llama-3.2-3B").orElseThrow();
+    static final ModelConfig LLAMA_8B = KnownModels.lookup("meta-llama/Llama-3.1-8B").orElseThrow();
+    static final ModelConfig LLAMA2_7B = KnownModels.lookup("meta-llama/Llama-2-7b-hf").orElseThrow();
+    static final AdapterSpec.Lora LORA = new AdapterSpec.Lora(16, 32, 0, List.of(), true, false, null);
+    static final AdapterSpec.Lora QLORA = new AdapterSpec.Lora(16, 32, 0, List.of(), true, false, new AdapterSpec.Nf4(64, true));
+
+    static TrainingSetup setup(ModelConfig model, AdapterSpec adapter, PrecisionRegime regime, Objective objective,
+            Sharding sharding, int gpus) {
+        return new TrainingSetup("test", model, adapter, regime, OptimizerKind.ADAMW, 2, 4, 2048, true, objective, sharding,
+                new Hardware.Gpus(gpus, 1, 80 * GIB), Kernels.ours());
+    }
+
+    static long staticBytes(MemoryEstimate e) {
+        return List.of("weights", "master_weights", "gradients", "optimizer_state").stream()
+                .map(e::term).filter(t -> t != null).mapToLong(t -> t.in(Phase.OPTIMIZER_STEP)).sum();
+    }
+
+    /** ZeRO paper accounting (research/memory-measured.tsv ZR1, ZR4): (2 + 2 + 12) bytes per parameter, ÷ N when sharded. */
+    @Test
+    void mixedPrecisionStateIsSixteenBytesPerParameterAsInZero() {
+        long p = LLAMA2_7B.parameterCount();
+        MemoryEstimate ddp = MemoryModel.estimate(setup(LLAMA2_7B, new AdapterSpec.Full(), PrecisionRegime.MIXED_FP32_MASTER,
+                new Objective.Sft(), Sharding.DDP, 8));
+        assertEquals(16 * p, staticBytes(ddp));
+        MemoryEstimate sharded = MemoryModel.estimate(setup(LLAMA2_7B, new AdapterSpec.Full(), PrecisionRegime.MIXED_FP32_MASTER,
+                new Objective.Sft(), Sharding.FSDP_FULL_SHARD, 8));
+        assertEquals(16 * p / 8.0, staticBytes(sharded), 4);
+        MemoryEstimate pure = MemoryModel.estimate(setup(LLAMA2_7B, new AdapterSpec.Full(), PrecisionRegime.BF16_PURE,
+                new Objective.Sft(), Sharding.SINGLE, 1));
+        assertEquals(8 * p, staticBytes(pure));
+        MemoryEstimate fp32 = MemoryModel.estimate(setup(LLAMA2_7B, new AdapterSpec.Full(), PrecisionRegime.FP32,
+                new Objective.Sft(), Sharding.SINGLE, 1));
+        assertEquals(16 * p, staticBytes(fp32));
+    }
+
+    /** research/memory-anchors.md §2.3: NF4 is 4.5 bits without, 4.127 bits with double quantization; embedding/head stay 16-bit. */
+    @Test
+    void qloraQuantizesOnlyDecoderLinears() {
+        MemoryEstimate dq = MemoryModel.estimate(setup(LLAMA_8B, QLORA, PrecisionRegime.BF16_PURE, new Objective.Sft(), Sharding.SINGLE, 1));
+        long quantized = LLAMA_8B.parameters().quantizable();
+        assertEquals(6_979_321_856L, quantized);
+        assertEquals(2 * (LLAMA_8B.parameterCount() - quantized), dq.term("weights").in(Phase.LOAD));
+        assertEquals(4.127 / 8, MemoryModel.nf4BytesPerParam(new AdapterSpec.Nf4(64, true)), 0.0005);
+        assertEquals(4.5 / 8, MemoryModel.nf4BytesPerParam(new AdapterSpec.Nf4(64, false)), 1e-12);
+        assertEquals(3.35, dq.term("weights_nf4").in(Phase.LOAD) / (double) GIB, 0.01);
+        // Double quantization saves 0.373 bit per quantized parameter.
+        AdapterSpec.Lora plainNf4 = new AdapterSpec.Lora(16, 32, 0, List.of(), true, false, new AdapterSpec.Nf4(64, false));
+        MemoryEstimate nodq = MemoryModel.estimate(setup(LLAMA_8B, plainNf4, PrecisionRegime.BF16_PURE, new Objective.Sft(), Sharding.SINGLE, 1));
+        double saved = nodq.term("weights_nf4").in(Phase.LOAD) - dq.term("weights_nf4").in(Phase.LOAD);
+        assertEquals(0.373, saved * 8 / quantized, 0.001);
+    }
+
+    /** The per-token, per-layer counts derived in research/memory-anchors.md §2.4 (plus the fp32 log-sum-exp per head). */
+    @Test
+    void activationCountsMatchTheAnchors() {
+        AdapterSpec full = new AdapterSpec.Full();
+        int lse3b = 4 * LLAMA_3B.numAttentionHeads();
+        assertEquals(137_216 + lse3b, MemoryModel.activationBytesPerTokenPerLayer(LLAMA_3B, Kernels.Layers.EAGER, 2, full));
+        assertEquals(90_112 + lse3b, MemoryModel.activationBytesPerTokenPerLayer(LLAMA_3B, Kernels.Layers.FUSED, 2, full));
+        assertEquals(208_896 + 4 * 32, MemoryModel.activationBytesPerTokenPerLayer(LLAMA_8B, Kernels.Layers.EAGER, 2, full));
+        // fp32 activations (our CPU trainer): every saved tensor doubles except the norms' fp32 inputs, which already were.
+        long fp32 = MemoryModel.activationBytesPerTokenPerLayer(LLAMA_3B, Kernels.Layers.EAGER, 4, full);
+        assertTrue(fp32 > 137_216 && fp32 < 2 * 137_216, "fp32: " + fp32);
+    }
+
+    @Test
+    void checkpointingKeepsOnlyLayerInputsPlusOneLayer() {
+        TrainingSetup on = setup(LLAMA_8B, LORA, PrecisionRegime.BF16_PURE, new Objective.Sft(), Sharding.SINGLE, 1);
+        long tokens = 2L * 2048;
+        long perLayer = MemoryModel.activationBytesPerTokenPerLayer(LLAMA_8B, Kernels.Layers.EAGER, 2, LORA);
+        long finalNorm = 6L * 4096;
+        assertEquals(tokens * (32L * 2 * 4096 + perLayer + finalNorm),
+                MemoryModel.estimate(on).term("activations").in(Phase.FORWARD_BACKWARD));
+        assertEquals(tokens * (32L * perLayer + finalNorm),
+                MemoryModel.estimate(on.withCheckpointing(false)).term("activations").in(Phase.FORWARD_BACKWARD));
+    }
+
+    @Test
+    void dpoDoublesTheSequencesAndNeedsAReferenceOnlyForFullFineTuning() {
+        MemoryEstimate sft = MemoryModel.estimate(setup(LLAMA_8B, LORA, PrecisionRegime.BF16_PURE, new Objective.Sft(), Sharding.SINGLE, 1));
+        MemoryEstimate dpo = MemoryModel.estimate(setup(LLAMA_8B, LORA, PrecisionRegime.BF16_PURE, new Objective.Dpo(), Sharding.SINGLE, 1));
+        assertEquals(2 * sft.term("logits").in(Phase.FORWARD_BACKWARD), dpo.term("logits").in(Phase.FORWARD_BACKWARD), 1);
+        assertEquals(0, dpo.term("reference").max());
+        assertTrue(dpo.term("reference").how().contains("adapter disabled"));
+        MemoryEstimate fullDpo = MemoryModel.estimate(setup(LLAMA_8B, new AdapterSpec.Full(), PrecisionRegime.BF16_PURE,
+                new Objective.Dpo(), Sharding.FSDP_FULL_SHARD, 8));
+        assertEquals(LLAMA_8B.parameterCount() * 2 / 8.0, fullDpo.term("reference").in(Phase.LOAD), 1);
+        assertEquals(null, sft.term("reference"));
+    }
+
+    @Test
+    void grpoAddsAGenerationPhaseWithAKvCache() {
+        Objective.Grpo grpo = new Objective.Grpo(8, 512, 1024, 0.04, 0);
+        MemoryEstimate e = MemoryModel.estimate(setup(LLAMA_8B, LORA, PrecisionRegime.BF16_PURE, grpo, Sharding.SINGLE, 1));
+        assertTrue(e.phases().contains(Phase.GENERATION));
+        long sequences = 2L * 4;
+        long cache = sequences * (512 + 1024) * 2L * 32 * 8 * 128 * 2;
+        long sampling = sequences * 128256L * 4;
+        assertEquals(cache + sampling, e.term("kv_cache").in(Phase.GENERATION));
+        assertEquals(0, e.term("gradients").in(Phase.GENERATION));
+        // Training sees prompt + completion per sequence; logits only over completion positions.
+        assertEquals(2L * 1024 * 128256 * 8, e.term("logits").in(Phase.FORWARD_BACKWARD));
+    }
+
+    @Test
+    void eightBitAdamKeepsSmallTensorsIn32Bits() {
+        TrainingSetup adamw = new TrainingSetup("test", LLAMA_3B, new AdapterSpec.Full(), PrecisionRegime.BF16_PURE,
+                OptimizerKind.ADAMW, 1, 1, 512, true, new Objective.Sft(), Sharding.SINGLE, new Hardware.Gpus(1, 1, 80 * GIB), Kernels.ours());
+        TrainingSetup eightBit = new TrainingSetup("test", LLAMA_3B, new AdapterSpec.Full(), PrecisionRegime.BF16_PURE,
+                OptimizerKind.ADAMW_8BIT, 1, 1, 512, true, new Objective.Sft(), Sharding.SINGLE, new Hardware.Gpus(1, 1, 80 * GIB), Kernels.ours());
+        long p = LLAMA_3B.parameterCount();
+        long small = LLAMA_3B.parameters().inSmallTensors(4096);
+        assertEquals((28 * 2 + 1) * 3072L, small, "the RMSNorm vectors of 3072 values are under min_8bit_size");
+        long expected = small * 8 + Math.round((p - small) * 2 * (1 + 4.0 / 2048));
+        assertEquals(expected, MemoryModel.estimate(eightBit).term("optimizer_state").in(Phase.OPTIMIZER_STEP));
+        assertEquals(4 * p, MemoryModel.estimate(adamw).term("optimizer_state").in(Phase.OPTIMIZER_STEP));
+    }
+
+    @Test
+    void cpuRunsCountTheMappedCheckpointAndTheRuntime() {
+        TrainingSetup cpu = new TrainingSetup("test", LLAMA_3B, LORA, PrecisionRegime.FP32, OptimizerKind.ADAMW, 1, 1, 512, false,
+                new Objective.Sft(), Sharding.SINGLE, new Hardware.Cpu(16 * GIB), Kernels.ours());
+        MemoryEstimate e = MemoryModel.estimate(cpu);
+        assertEquals(4 * LLAMA_3B.parameterCount(), e.term("weights").in(Phase.LOAD));
+        assertEquals(2 * LLAMA_3B.parameterCount(), e.term("load_staging").in(Phase.LOAD));
+        assertEquals(MemoryModel.JVM_AND_LIBTORCH, e.term("runtime").in(Phase.LOAD));
+        assertEquals(null, e.term("cuda_context"));
+        assertEquals(16 * GIB, e.capacityBytes());
+        assertThrows(UserError.class, () -> cpu.withSharding(Sharding.DDP, new Hardware.Cpu(GIB)));
+    }
+
+    @Test
+    void jsonCarriesTheRequiredKeys() {
+        MemoryPlan plan = MemoryPlan.of(setup(LLAMA_8B, new AdapterSpec.Full(), PrecisionRegime.BF16_PURE, new Objective.Sft(), Sharding.SINGLE, 1)
+                .withCheckpointing(false));
+        JsonObject o = JsonParser.parseString(PlanJson.render(plan)).getAsJsonObject();
+        assertEquals(plan.estimate().peakBytes(), o.get("peak_bytes").getAsLong());
+        assertEquals("forward_backward", o.get("peak_phase").getAsString());
+        assertEquals(80 * GIB, o.get("capacity_bytes").getAsLong());
+        assertFalse(o.get("fits").getAsBoolean());
+        assertEquals(plan.estimate().term("weights").in(Phase.FORWARD_BACKWARD), o.getAsJsonObject("terms").get("weights").getAsLong());
+        JsonObject batch = o.getAsJsonObject("batch");
+        assertEquals(2, batch.get("micro").getAsInt());
+        assertEquals(1, batch.get("ranks").getAsInt());
+        assertEquals(4, batch.get("accumulation").getAsInt());
+        assertEquals(8, batch.get("global").getAsInt());
+        assertTrue(o.getAsJsonArray("remedies").size() > 0);
+    }
+
+    @Test
+    void remediesAreRankedByCostAndEachFits() {
+        // 8B LoRA, long sequences, no checkpointing, on a 24 GiB card: micro batch and checkpointing both help.
+        TrainingSetup big = new TrainingSetup("test", LLAMA_8B, LORA, PrecisionRegime.BF16_PURE, OptimizerKind.ADAMW, 4, 1, 4096,
+                false, new Objective.Sft(), Sharding.SINGLE, new Hardware.Gpus(1, 1, 24 * GIB), Kernels.ours());
+        MemoryPlan plan = MemoryPlan.of(big);
+        assertFalse(plan.estimate().fits());
+        List<String> changes = plan.remedies().stream().map(Remedy::change).toList();
+        // Neither a smaller micro batch nor checkpointing suffices alone; together they beat QLoRA and truncation.
+        assertTrue(changes.get(0).contains("gradient_checkpointing: true") && changes.get(0).contains("micro_batch_size"),
+                changes.toString());
+        for (Remedy r : plan.remedies()) {
+            assertTrue(r.result().fits(), r.change());
+            assertTrue(r.result().peakBytes() < plan.estimate().peakBytes());
+        }
+        int qlora = changes.indexOf(changes.stream().filter(c -> c.startsWith("adapter: qlora")).findFirst().orElse(""));
+        int sequence = changes.indexOf(changes.stream().filter(c -> c.startsWith("sequence_len")).findFirst().orElse(""));
+        assertTrue(qlora < 0 || sequence < 0 || qlora < sequence, changes.toString());
+        System.out.println(PlanText.render(plan));
+    }
+
+    @Test
+    void sizesAndMeminfoParse(@TempDir Path dir) throws IOException {
+        assertEquals(80 * GIB, MemorySize.parse("80GiB", "k"));
+        assertEquals(80 * GIB, MemorySize.parse("80G", "k"));
+        assertEquals(40_000_000_000L, MemorySize.parse("40 GB", "k"));
+        assertEquals(512L << 20, MemorySize.parse("512MiB", "k"));
+        assertThrows(UserError.class, () -> MemorySize.parse("lots", "gpu_memory"));
+        assertThrows(UserError.class, () -> MemorySize.parse("80 parsecs", "gpu_memory"));
+        Path meminfo = dir.resolve("meminfo");
+        Files.writeString(meminfo, "MemTotal:       16315060 kB\nMemFree:         1000 kB\n");
+        assertEquals(16315060L * 1024, Hardware.memTotal(meminfo));
+        assertTrue(Hardware.thisMachine().ram() > 0);
+    }
+}

@@ -1,0 +1,113 @@
+package dev.finetune.recipes.plan;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.finetune.recipes.AdapterSpec;
+import dev.finetune.recipes.Recipe;
+import dev.finetune.recipes.UserError;
+import dev.finetune.recipes.model.KnownModels;
+import dev.finetune.recipes.model.ModelConfig;
+import java.util.List;
+import java.util.Map;
+import org.junit.jupiter.api.Test;
+
+class RecipeSetupTest {
+
+    static final ModelConfig LLAMA_8B = KnownModels.lookup("meta-llama/Llama-3.1-8B").orElseThrow();
+    static final Hardware.Gpus ONE_24 = new Hardware.Gpus(1, 1, 24L << 30);
+    static final Hardware.Gpus EIGHT_80 = new Hardware.Gpus(8, 1, 80L << 30);
+
+    static Recipe recipe(AdapterSpec adapter, Recipe.Flag bf16, Recipe.Optimizer optimizer, boolean checkpointing,
+            Recipe.Objective objective, Recipe.Fsdp fsdp, Recipe.Hardware hardware) {
+        return new Recipe(
+                new Recipe.Model("meta-llama/Llama-3.1-8B", null, null, false, Map.of(), null, null, List.of()),
+                adapter,
+                new Recipe.Data(List.of(), List.of(), 0, null, false),
+                new Recipe.Training(2048, true, true, true, 1, null, 2e-4, "cosine", 0, null, null, optimizer, 0, 0.9, 0.999,
+                        1e-8, 1.0, checkpointing, 42),
+                new Recipe.Batch(2, 4, null, null),
+                new Recipe.Precision(bf16, Recipe.Flag.FALSE, Recipe.Flag.AUTO),
+                objective,
+                new Recipe.Distributed(fsdp, 1, 1),
+                hardware,
+                Recipe.Backend.AUTO,
+                new Recipe.Output("out", null, false, null, "steps", null, null, 4, "no", null, null, null, null, null));
+    }
+
+    static final AdapterSpec QLORA = new AdapterSpec.Lora(16, 32, 0.05, List.of(), true, false, new AdapterSpec.Nf4(64, true));
+
+    @Test
+    void qloraOnOneGpuIsMixedPrecisionOnOneDevice() {
+        Recipe r = recipe(QLORA, Recipe.Flag.TRUE, Recipe.Optimizer.PAGED_ADAMW_8BIT, true, new Recipe.Objective.Sft(), null,
+                new Recipe.Hardware.Gpus(1, 1, 24L << 30));
+        TrainingSetup s = RecipeSetup.of(r, "llama", LLAMA_8B, RecipeSetup.hardware(r.hardware()), null, 2, 4, 0);
+        assertEquals(PrecisionRegime.MIXED_FP32_MASTER, s.precision());
+        assertEquals(OptimizerKind.ADAMW_8BIT, s.optimizer());
+        assertEquals(Sharding.SINGLE, s.sharding());
+        assertEquals(ONE_24, s.hardware());
+        assertEquals(8, s.globalBatch());
+        assertTrue(s.gradientCheckpointing());
+        assertTrue(MemoryModel.estimate(s).fits(), PlanText.render(MemoryPlan.of(s)));
+    }
+
+    @Test
+    void fsdpConfigShardsAndOffloadMovesStateToTheHost() {
+        Recipe.Fsdp fsdp = new Recipe.Fsdp(2, false, true, true, true, "SHARDED_STATE_DICT", "TRANSFORMER_BASED_WRAP", "LlamaDecoderLayer");
+        Recipe full = recipe(new AdapterSpec.Full(), Recipe.Flag.TRUE, Recipe.Optimizer.ADAMW_TORCH_FUSED, false,
+                new Recipe.Objective.Sft(), fsdp, new Recipe.Hardware.Unspecified());
+        TrainingSetup s = RecipeSetup.of(full, "llama", LLAMA_8B, EIGHT_80, null, 2, 4, 0);
+        assertEquals(Sharding.FSDP_FULL_SHARD, s.sharding());
+        assertEquals(PrecisionRegime.BF16_PURE, s.precision(), "a full bf16 fine-tune keeps AdamW state in bf16");
+        assertTrue(s.gradientCheckpointing(), "fsdp_config.activation_checkpointing turns checkpointing on");
+        assertEquals(64, s.globalBatch());
+        Recipe.Fsdp offload = new Recipe.Fsdp(2, true, true, false, true, null, null, null);
+        Recipe offloaded = recipe(new AdapterSpec.Full(), Recipe.Flag.TRUE, Recipe.Optimizer.ADAMW_TORCH, false,
+                new Recipe.Objective.Sft(), offload, new Recipe.Hardware.Unspecified());
+        assertEquals(Sharding.FSDP_OFFLOAD, RecipeSetup.of(offloaded, "llama", LLAMA_8B, EIGHT_80, null, 2, 4, 0).sharding());
+        Recipe noFsdp = recipe(new AdapterSpec.Full(), Recipe.Flag.TRUE, null, false, new Recipe.Objective.Sft(), null,
+                new Recipe.Hardware.Unspecified());
+        assertEquals(Sharding.DDP, RecipeSetup.of(noFsdp, "llama", LLAMA_8B, EIGHT_80, null, 2, 4, 0).sharding());
+    }
+
+    @Test
+    void cpuIsFp32AndRegimeCanBeChosen() {
+        Recipe r = recipe(QLORA, Recipe.Flag.AUTO, Recipe.Optimizer.ADAMW_TORCH, false, new Recipe.Objective.Sft(), null,
+                new Recipe.Hardware.Cpu());
+        Hardware cpu = RecipeSetup.hardware(r.hardware());
+        assertTrue(cpu instanceof Hardware.Cpu);
+        assertEquals(PrecisionRegime.FP32, RecipeSetup.of(r, "llama", LLAMA_8B, cpu, null, 1, 1, 0).precision());
+        assertEquals(PrecisionRegime.BF16_PURE, RecipeSetup.of(r, "llama", LLAMA_8B, ONE_24, PrecisionRegime.BF16_PURE, 1, 1, 0).precision());
+        // bf16: auto means bf16 on a GPU.
+        assertEquals(PrecisionRegime.MIXED_FP32_MASTER, RecipeSetup.of(r, "llama", LLAMA_8B, ONE_24, null, 1, 1, 0).precision());
+    }
+
+    @Test
+    void grpoAndDpoCarryTheirShapes() {
+        Recipe.Objective grpo = new Recipe.Objective.Grpo(8, null, 1024, 1.0, 0.04, 0.2, List.of("exact"), List.of(1.0), true, false);
+        Recipe r = recipe(QLORA, Recipe.Flag.TRUE, null, true, grpo, null, new Recipe.Hardware.Unspecified());
+        TrainingSetup s = RecipeSetup.of(r, "llama", LLAMA_8B, ONE_24, null, 2, 4, 8);
+        Objective.Grpo g = (Objective.Grpo) s.objective();
+        assertEquals(new Objective.Grpo(8, 2048, 1024, 0.04, 8), g);
+        assertTrue(MemoryModel.estimate(s).term("kv_cache").in(Phase.GENERATION) > 0);
+        Recipe dpo = recipe(QLORA, Recipe.Flag.TRUE, null, true, new Recipe.Objective.Dpo(0.1, 0, false), null,
+                new Recipe.Hardware.Unspecified());
+        assertEquals(new Objective.Dpo(), RecipeSetup.of(dpo, "llama", LLAMA_8B, ONE_24, null, 2, 4, 0).objective());
+    }
+
+    @Test
+    void loraTargetsThatMatchNothingAreAnError() {
+        ModelConfig phi3 = KnownModels.lookup("microsoft/Phi-3-mini-4k-instruct").orElseThrow();
+        AdapterSpec qv = new AdapterSpec.Lora(8, 16, 0, List.of("q_proj", "v_proj"), false, false, null);
+        Recipe r = recipe(qv, Recipe.Flag.TRUE, null, true, new Recipe.Objective.Sft(), null, new Recipe.Hardware.Unspecified());
+        UserError e = assertThrows(UserError.class, () -> RecipeSetup.of(r, "phi3", phi3, ONE_24, null, 1, 1, 0));
+        assertTrue(e.oneLine().contains("qkv_proj"), e.oneLine());
+    }
+
+    @Test
+    void gpusWithoutMemoryAskForIt() {
+        UserError e = assertThrows(UserError.class, () -> RecipeSetup.hardware(new Recipe.Hardware.Gpus(8, 1, null)));
+        assertTrue(e.oneLine().contains("--gpu-memory"), e.oneLine());
+    }
+}

@@ -1,0 +1,97 @@
+package dev.finetune.trainers.data;
+
+import dev.finetune.recipes.UserError;
+import java.util.Locale;
+
+/**
+ * The recipe's top-level data settings, with Axolotl's meanings.
+ *
+ * @param sequenceLen {@code sequence_len}: the most tokens one training sequence holds
+ * @param trainOnInputs {@code train_on_inputs}: also learn the prompt tokens
+ * @param samplePacking {@code sample_packing}: fill each sequence with several examples
+ * @param valSetSize {@code val_set_size}: held-out share (below 1) or number of examples (1 or more); 0 for none
+ * @param seed {@code seed}: fixes the split, the order and the packing
+ * @param excessLength {@code excess_length_strategy}: what happens to an example longer than sequence_len
+ * @param skipInvalidRows {@code dataset_skip_invalid_rows} (ours; Axolotl has no such key and fails on a broken
+ *     row): count and skip rows that are not valid JSON or lack a field, instead of stopping
+ * @param chatTemplate {@code chat_template}, or null for {@code tokenizer_default}
+ * @param chatTemplateJinja {@code chat_template_jinja}: template text or file, or null
+ */
+public record DataOptions(
+        int sequenceLen,
+        boolean trainOnInputs,
+        boolean samplePacking,
+        double valSetSize,
+        long seed,
+        ExcessLength excessLength,
+        boolean skipInvalidRows,
+        String chatTemplate,
+        String chatTemplateJinja) {
+
+    public DataOptions {
+        if (sequenceLen < 2) {
+            throw new UserError("sequence_len", "sequence_len must be at least 2, got " + sequenceLen, "use e.g. 512");
+        }
+        if (valSetSize < 0 || Double.isNaN(valSetSize) || (valSetSize >= 1 && valSetSize != Math.rint(valSetSize))) {
+            throw new UserError("val_set_size", "val_set_size must be a fraction below 1 or a whole number of examples, got "
+                    + valSetSize, "use e.g. 0.05 or 200");
+        }
+        if (excessLength == null) {
+            excessLength = ExcessLength.DROP;
+        }
+    }
+
+    /** Axolotl's defaults: sequence_len 512, no packing, no validation split, seed 42, long rows dropped. */
+    public static DataOptions defaults() {
+        return new DataOptions(512, false, false, 0, 42, ExcessLength.DROP, false, null, null);
+    }
+
+    public DataOptions withSequenceLen(int value) {
+        return new DataOptions(value, trainOnInputs, samplePacking, valSetSize, seed, excessLength, skipInvalidRows, chatTemplate, chatTemplateJinja);
+    }
+
+    public DataOptions withTrainOnInputs(boolean value) {
+        return new DataOptions(sequenceLen, value, samplePacking, valSetSize, seed, excessLength, skipInvalidRows, chatTemplate, chatTemplateJinja);
+    }
+
+    public DataOptions withSamplePacking(boolean value) {
+        return new DataOptions(sequenceLen, trainOnInputs, value, valSetSize, seed, excessLength, skipInvalidRows, chatTemplate, chatTemplateJinja);
+    }
+
+    public DataOptions withValSetSize(double value) {
+        return new DataOptions(sequenceLen, trainOnInputs, samplePacking, value, seed, excessLength, skipInvalidRows, chatTemplate, chatTemplateJinja);
+    }
+
+    public DataOptions withSeed(long value) {
+        return new DataOptions(sequenceLen, trainOnInputs, samplePacking, valSetSize, value, excessLength, skipInvalidRows, chatTemplate, chatTemplateJinja);
+    }
+
+    public DataOptions withExcessLength(ExcessLength value) {
+        return new DataOptions(sequenceLen, trainOnInputs, samplePacking, valSetSize, seed, value, skipInvalidRows, chatTemplate, chatTemplateJinja);
+    }
+
+    public DataOptions withSkipInvalidRows(boolean value) {
+        return new DataOptions(sequenceLen, trainOnInputs, samplePacking, valSetSize, seed, excessLength, value, chatTemplate, chatTemplateJinja);
+    }
+
+    public DataOptions withChatTemplate(String choice, String jinja) {
+        return new DataOptions(sequenceLen, trainOnInputs, samplePacking, valSetSize, seed, excessLength, skipInvalidRows, choice, jinja);
+    }
+
+    /** Axolotl's {@code excess_length_strategy}; {@code drop} is its default. */
+    public enum ExcessLength {
+        DROP, TRUNCATE, RAISE;
+
+        public static ExcessLength parse(String value) {
+            if (value == null) {
+                return DROP;
+            }
+            try {
+                return valueOf(value.strip().toUpperCase(Locale.ROOT));
+            } catch (IllegalArgumentException e) {
+                throw new UserError("excess_length_strategy", "unknown excess_length_strategy '" + value + "'",
+                        "use drop, truncate or raise");
+            }
+        }
+    }
+}

@@ -1,0 +1,48 @@
+package dev.finetune.trainers.train;
+
+import java.util.SplittableRandom;
+
+/**
+ * Which micro batch comes at each data position: the positions run on across epochs, and every epoch visits all
+ * micro batches once in an order drawn from ({@code seed}, epoch). The order is a pure function of the position,
+ * so a resumed run needs only the position to continue the same sequence.
+ */
+final class DataOrder {
+    private final int size;
+    private final long seed;
+    private long cachedEpoch = -1;
+    private int[] permutation;
+
+    DataOrder(int size, long seed) {
+        if (size < 1) {
+            throw new IllegalArgumentException("the training data has no micro batch");
+        }
+        this.size = size;
+        this.seed = seed;
+    }
+
+    /** The index of the micro batch at data position {@code position} (0-based, counted across epochs). */
+    int at(long position) {
+        long epoch = position / size;
+        if (epoch != cachedEpoch) {
+            permutation = permutation(epoch);
+            cachedEpoch = epoch;
+        }
+        return permutation[(int) (position % size)];
+    }
+
+    private int[] permutation(long epoch) {
+        int[] order = new int[size];
+        for (int i = 0; i < size; i++) {
+            order[i] = i;
+        }
+        SplittableRandom random = new SplittableRandom(Seeds.derive(seed, epoch));
+        for (int i = size - 1; i > 0; i--) {
+            int j = random.nextInt(i + 1);
+            int swap = order[i];
+            order[i] = order[j];
+            order[j] = swap;
+        }
+        return order;
+    }
+}

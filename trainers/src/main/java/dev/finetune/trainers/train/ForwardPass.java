@@ -1,0 +1,166 @@
+package dev.finetune.trainers.train;
+
+import ai.djl.engine.Engine;
+import ai.djl.engine.EngineException;
+import ai.djl.ndarray.NDArray;
+import ai.djl.ndarray.NDScope;
+import ai.djl.pytorch.engine.PtNDArray;
+import ai.djl.pytorch.jni.JniUtils;
+import ai.djl.training.GradientCollector;
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * How an {@link Objective} runs the model during a training micro step, and how the loss gets back-propagated.
+ *
+ * <p>Both kinds reseed the engine's random generator before every layer from the micro step's seed, so a layer
+ * draws the same dropout masks whether it runs once ({@link Direct}) or twice ({@link Recomputing}); that makes
+ * the two give the same gradients, and makes a resumed run draw what the uninterrupted one drew.
+ */
+public sealed interface ForwardPass {
+
+    /** {@code inputs → logits [B, T, V]}; may be called several times per micro step (DPO: chosen and rejected). */
+    NDArray logits(ModelInputs inputs);
+
+    /** Back-propagates {@code loss} into the gradients of the model's trainable arrays. */
+    void backward(NDArray loss, GradientCollector collector);
+
+    static ForwardPass of(TrainableModel<?> model, long microStepSeed, boolean recompute) {
+        return create(model, microStepSeed, recompute);
+    }
+
+    private static <C> ForwardPass create(TrainableModel<C> model, long microStepSeed, boolean recompute) {
+        return recompute ? new Recomputing<>(model, microStepSeed) : new Direct<>(model, microStepSeed);
+    }
+
+    /** Keeps every intermediate for backward: fastest, most memory. */
+    final class Direct<C> implements ForwardPass {
+        private final TrainableModel<C> model;
+        private final long seed;
+
+        Direct(TrainableModel<C> model, long seed) {
+            this.model = model;
+            this.seed = seed;
+        }
+
+        @Override
+        public NDArray logits(ModelInputs inputs) {
+            C context = model.prepare(inputs);
+            NDArray hidden = model.embed(inputs);
+            List<? extends TrainableModel.Layer<C>> layers = model.layers();
+            for (int i = 0; i < layers.size(); i++) {
+                reseed(seed, i);
+                hidden = layers.get(i).forward(hidden, context);
+            }
+            return model.finalNormAndHead(hidden);
+        }
+
+        @Override
+        public void backward(NDArray loss, GradientCollector collector) {
+            collector.backward(loss);
+        }
+    }
+
+    /**
+     * Activation checkpointing: layers run without a graph, only each layer's input is kept, and the backward walk
+     * recomputes one layer at a time under the graph, top to bottom. Each layer runs in its own {@link NDScope}
+     * because DJL keeps every intermediate alive until its wrapper is closed, graph or not; without the scopes
+     * recomputation would save nothing (djl-feasibility.md §2).
+     */
+    final class Recomputing<C> implements ForwardPass {
+        private final TrainableModel<C> model;
+        private final long seed;
+        private final List<Tape<C>> tapes = new ArrayList<>();
+
+        /** One forward call: its inputs, shared layer state and every layer's input, the last being the output. */
+        private record Tape<C>(ModelInputs inputs, C context, List<NDArray> layerInputs) {}
+
+        Recomputing(TrainableModel<C> model, long seed) {
+            this.model = model;
+            this.seed = seed;
+        }
+
+        @Override
+        public NDArray logits(ModelInputs inputs) {
+            List<? extends TrainableModel.Layer<C>> layers = model.layers();
+            List<NDArray> kept = new ArrayList<>(layers.size() + 1);
+            C context = model.prepare(inputs);
+            boolean gradMode = JniUtils.isGradMode();
+            JniUtils.setGradMode(false);
+            try {
+                NDArray hidden = model.embed(inputs);
+                kept.add(hidden);
+                for (int i = 0; i < layers.size(); i++) {
+                    reseed(seed, i);
+                    hidden = inOwnScope(layers.get(i), hidden, context);
+                    kept.add(hidden);
+                }
+            } finally {
+                JniUtils.setGradMode(gradMode);
+            }
+            NDArray last = kept.get(kept.size() - 1);
+            last.setRequiresGradient(true);
+            tapes.add(new Tape<>(inputs, context, kept));
+            return model.finalNormAndHead(last);
+        }
+
+        @Override
+        public void backward(NDArray loss, GradientCollector collector) {
+            collector.backward(loss);
+            List<? extends TrainableModel.Layer<C>> layers = model.layers();
+            for (int t = tapes.size() - 1; t >= 0; t--) {
+                Tape<C> tape = tapes.get(t);
+                NDArray upstream = tape.layerInputs.get(layers.size()).getGradient();
+                for (int i = layers.size() - 1; i >= 0; i--) {
+                    upstream = recomputeLayer(layers.get(i), i, tape, upstream);
+                }
+                backwardIntoEmbedding(model.embed(tape.inputs), upstream);
+            }
+            tapes.clear();
+        }
+
+        /**
+         * Finishes the walk in the embedding, unless it is frozen (LoRA). Only the engine knows which: DJL's
+         * {@code requiresGrad} answers false for every non-leaf, trainable or not.
+         */
+        private static void backwardIntoEmbedding(NDArray embedded, NDArray upstream) {
+            try {
+                JniUtils.backward((PtNDArray) embedded, (PtNDArray) upstream, false, false);
+            } catch (EngineException e) {
+                if (!String.valueOf(e.getMessage()).contains("does not require grad")) {
+                    throw e;
+                }
+            }
+        }
+
+        /** Recomputes layer {@code i} under the graph, back-propagates {@code upstream}, returns its input's gradient. */
+        private NDArray recomputeLayer(TrainableModel.Layer<C> layer, int i, Tape<C> tape, NDArray upstream) {
+            NDArray input = tape.layerInputs.get(i);
+            input.setRequiresGradient(true);
+            NDArray inputGradient;
+            try (NDScope scope = new NDScope()) {
+                reseed(seed, i);
+                NDArray output = layer.forward(input, tape.context);
+                JniUtils.backward((PtNDArray) output, (PtNDArray) upstream, false, false);
+                inputGradient = input.getGradient();
+                NDScope.unregister(inputGradient);
+            }
+            NDScope.register(inputGradient);
+            return inputGradient;
+        }
+
+        private static <C> NDArray inOwnScope(TrainableModel.Layer<C> layer, NDArray hidden, C context) {
+            NDArray output;
+            try (NDScope scope = new NDScope()) {
+                output = layer.forward(hidden, context);
+                NDScope.unregister(output);
+            }
+            NDScope.register(output);
+            return output;
+        }
+    }
+
+    private static void reseed(long microStepSeed, int layer) {
+        Engine.getInstance().setRandomSeed(Seeds.derive(microStepSeed, layer));
+    }
+}

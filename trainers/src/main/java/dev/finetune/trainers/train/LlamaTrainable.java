@@ -1,0 +1,67 @@
+package dev.finetune.trainers.train;
+
+import ai.djl.ndarray.NDArray;
+import dev.finetune.adapters.NamedArray;
+import dev.finetune.trainers.model.DecoderLayer;
+import dev.finetune.trainers.model.LlamaModel;
+import dev.finetune.trainers.model.RotaryEmbedding;
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * The Llama-family model as the training loop sees it: rotary angles and the attention mask are built once per
+ * forward pass and shared by every layer, and kept for the recomputation when layers are checkpointed.
+ */
+public final class LlamaTrainable implements TrainableModel<LlamaTrainable.Shared> {
+
+    /** What all decoder layers of one forward pass read besides the hidden state. */
+    public record Shared(RotaryEmbedding.Angles angles, NDArray mask) {}
+
+    private final LlamaModel model;
+    private final List<Layer<Shared>> layers = new ArrayList<>();
+
+    public LlamaTrainable(LlamaModel model) {
+        this.model = model;
+        for (DecoderLayer layer : model.layers()) {
+            layers.add((hidden, shared) -> layer.forward(hidden, shared.angles(), shared.mask()));
+        }
+    }
+
+    public LlamaModel model() {
+        return model;
+    }
+
+    @Override
+    public List<NamedArray> trainable() {
+        return model.trainable();
+    }
+
+    /**
+     * The base model has no dropout; LoRA dropout belongs to the adapter projections, which take the switch from
+     * here once they have one.
+     */
+    @Override
+    public void setTraining(boolean training) {}
+
+    /** Padding (segment 0) is a segment of its own, so real tokens never attend to it. */
+    @Override
+    public Shared prepare(ModelInputs inputs) {
+        return new Shared(model.rotary().at(inputs.positionIds()),
+                model.attentionMask(inputs.inputIds(), inputs.segmentIds()));
+    }
+
+    @Override
+    public NDArray embed(ModelInputs inputs) {
+        return model.embed(inputs.inputIds());
+    }
+
+    @Override
+    public List<? extends Layer<Shared>> layers() {
+        return layers;
+    }
+
+    @Override
+    public NDArray finalNormAndHead(NDArray hidden) {
+        return model.finalNormAndHead(hidden);
+    }
+}

@@ -1,0 +1,113 @@
+package dev.finetune.trainers.train;
+
+import dev.finetune.recipes.Recipe;
+import dev.finetune.recipes.UserError;
+import dev.finetune.trainers.train.optim.LrSchedule;
+import java.nio.file.Path;
+import java.util.Map;
+import java.util.TreeMap;
+
+/**
+ * The one place where a {@link Recipe} becomes the loop's {@link TrainingOptions}, with Axolotl's and the HF
+ * Trainer's resolution rules for what the recipe leaves open or gives as fractions.
+ */
+public final class RecipeOptions {
+    private RecipeOptions() {}
+
+    /**
+     * @param gradientAccumulationSteps resolved by the batch plan from the three batch keys
+     * @param microBatchesPerEpoch the training data's size in micro batches (after packing)
+     * @param datasetIdentity a fingerprint of the training data (files and their contents); a checkpoint is
+     *     only valid for the same data
+     */
+    public static TrainingOptions from(Recipe recipe, int gradientAccumulationSteps, int microBatchesPerEpoch,
+            String datasetIdentity) {
+        Recipe.Training training = recipe.training();
+        Recipe.Output output = recipe.output();
+        LrSchedule schedule = LrSchedule.byKey(training.lrScheduler());
+        if (schedule == null) {
+            throw new UserError("lr_scheduler", "the single-device trainer has no '" + training.lrScheduler()
+                    + "' schedule", "use cosine, linear or constant");
+        }
+        if (training.optimizer() != null && !training.optimizer().axolotlName().startsWith("adamw")
+                || training.optimizer() != null && training.optimizer().eightBit()) {
+            throw new UserError("optimizer", "the single-device trainer runs 32-bit AdamW, not '"
+                    + training.optimizer().axolotlName() + "'", "use optimizer: adamw_torch");
+        }
+        TrainingOptions.Builder options = TrainingOptions.builder(Path.of(output.outputDir()))
+                .gradientAccumulationSteps(gradientAccumulationSteps)
+                .numEpochs(training.numEpochs())
+                .maxSteps(training.maxSteps() == null ? -1 : training.maxSteps())
+                .learningRate(training.learningRate())
+                .lrScheduler(schedule)
+                .cosineMinLrRatio(training.cosineMinLrRatio())
+                .weightDecay(training.weightDecay())
+                .adamBeta1(training.adamBeta1())
+                .adamBeta2(training.adamBeta2())
+                .adamEpsilon(training.adamEpsilon())
+                .maxGradNorm(training.maxGradNorm())
+                .gradientCheckpointing(training.gradientCheckpointing())
+                .saveTotalLimit(output.saveTotalLimit())
+                .seed(training.seed())
+                .resumeFromCheckpoint(resume(output))
+                .resumeInvariants(resumeInvariants(recipe, datasetIdentity));
+        long total = Trainer.totalSteps(options.build(), microBatchesPerEpoch);
+        long perEpoch = Math.max(1, microBatchesPerEpoch / gradientAccumulationSteps);
+        if (training.warmupSteps() != null) {
+            options.warmupSteps(training.warmupSteps());
+        } else if (training.warmupRatio() != null) {
+            options.warmupRatio(training.warmupRatio());
+        } else {
+            options.warmupSteps((int) Math.min(100, (long) (0.03 * total))); // Axolotl's default warm-up
+        }
+        options.evalSteps(everySteps(output.evalStrategy(), output.evalSteps(), output.evalsPerEpoch(), total,
+                perEpoch, 0));
+        options.saveSteps(everySteps(output.saveStrategy(), output.saveSteps(), output.savesPerEpoch(), total,
+                perEpoch, perEpoch));
+        return options.build();
+    }
+
+    /**
+     * {@code eval_steps}/{@code save_steps} as a step interval: a fraction below 1 is a share of the total steps
+     * (HF), {@code *_per_epoch} divides an epoch, strategy {@code no} switches it off, {@code epoch} means once per
+     * epoch; with nothing given, {@code fallback}.
+     */
+    static int everySteps(String strategy, Double steps, Integer perEpochCount, long total, long stepsPerEpoch,
+            long fallback) {
+        if ("no".equals(strategy)) {
+            return 0;
+        }
+        if ("epoch".equals(strategy)) {
+            return (int) stepsPerEpoch;
+        }
+        if (steps != null) {
+            return (int) (steps < 1 ? Math.max(1, Math.ceil(steps * total)) : Math.round(steps));
+        }
+        if (perEpochCount != null && perEpochCount > 0) {
+            return (int) Math.max(1, stepsPerEpoch / perEpochCount);
+        }
+        return (int) fallback;
+    }
+
+    private static TrainingOptions.Resume resume(Recipe.Output output) {
+        TrainingOptions.Resume resume = TrainingOptions.Resume.parse(output.resumeFromCheckpoint());
+        if (resume instanceof TrainingOptions.Resume.Fresh && output.autoResumeFromCheckpoints()) {
+            return new TrainingOptions.Resume.Newest();
+        }
+        return resume;
+    }
+
+    /** What a checkpoint is only valid for: the weights' shapes and meaning, and the data stream's composition. */
+    static Map<String, String> resumeInvariants(Recipe recipe, String datasetIdentity) {
+        Map<String, String> keys = new TreeMap<>();
+        keys.put("base_model", recipe.model().baseModel());
+        keys.put("adapter", String.valueOf(recipe.adapter()));
+        keys.put("datasets", datasetIdentity);
+        keys.put("sequence_len", Integer.toString(recipe.training().sequenceLen()));
+        keys.put("sample_packing", Boolean.toString(recipe.training().samplePacking()));
+        keys.put("micro_batch_size", String.valueOf(recipe.batch().microBatchSize()));
+        keys.put("train_on_inputs", Boolean.toString(recipe.data().trainOnInputs()));
+        keys.put("chat_template", String.valueOf(recipe.model().chatTemplate()));
+        return keys;
+    }
+}

@@ -1,0 +1,42 @@
+package dev.finetune.trainers.train;
+
+import ai.djl.ndarray.NDArray;
+import dev.finetune.adapters.NamedArray;
+import java.util.List;
+
+/**
+ * What the training loop needs from a model: its trainable arrays and a forward pass cut into layers.
+ *
+ * <p>The cut exists for activation checkpointing: {@link ForwardPass} keeps only each layer's input and
+ * recomputes the layer during the backward walk, which it can only do if it can call layers one at a time.
+ * Every method must be differentiable without Java {@code Number} operands (DESIGN.md §5).
+ *
+ * @param <C> what every layer of one forward pass shares, built once from the inputs (for a transformer: rotary
+ *     angles and the attention mask); kept alive for the recomputation
+ */
+public interface TrainableModel<C> {
+
+    /** The arrays the optimizer updates, with the names they are checkpointed under; requires-gradient is set. */
+    List<NamedArray> trainable();
+
+    /** Switches dropout on (training) or off (evaluation, generation, reference passes). */
+    void setTraining(boolean training);
+
+    /** The per-forward state the layers share; built outside the graph's trainable part. */
+    C prepare(ModelInputs inputs);
+
+    /** {@code inputIds [B, T] → hidden [B, T, D]}. */
+    NDArray embed(ModelInputs inputs);
+
+    /** The decoder layers in order. */
+    List<? extends Layer<C>> layers();
+
+    /** {@code hidden [B, T, D] → logits [B, T, V]}. */
+    NDArray finalNormAndHead(NDArray hidden);
+
+    /** One decoder layer: {@code hidden [B, T, D] → hidden [B, T, D]}; a pure function of its arguments and weights. */
+    @FunctionalInterface
+    interface Layer<C> {
+        NDArray forward(NDArray hidden, C context);
+    }
+}

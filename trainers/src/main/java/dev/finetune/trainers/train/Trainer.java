@@ -1,0 +1,282 @@
+package dev.finetune.trainers.train;
+
+import ai.djl.engine.Engine;
+import ai.djl.ndarray.NDArray;
+import ai.djl.ndarray.NDManager;
+import ai.djl.ndarray.NDScope;
+import ai.djl.ndarray.types.DataType;
+import ai.djl.ndarray.types.Shape;
+import ai.djl.pytorch.jni.JniUtils;
+import ai.djl.training.GradientCollector;
+import dev.finetune.adapters.NamedArray;
+import dev.finetune.recipes.UserError;
+import dev.finetune.trainers.train.checkpoint.CheckpointStore;
+import dev.finetune.trainers.train.checkpoint.ResumeKeys;
+import dev.finetune.trainers.train.checkpoint.TrainerState;
+import dev.finetune.trainers.train.optim.AdamW;
+import dev.finetune.trainers.train.optim.GradientClipping;
+import dev.finetune.trainers.train.optim.LrSchedule;
+import dev.finetune.trainers.train.output.LossCurve;
+import dev.finetune.trainers.train.output.MetricsLog;
+import dev.finetune.trainers.train.output.PeakMemory;
+import dev.finetune.trainers.train.output.Progress;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+import org.apache.logging.log4j.LogManager;
+import org.apache.logging.log4j.Logger;
+
+/**
+ * The single-device training loop: gradient accumulation, clipping, schedule, evaluation, metrics, checkpoints
+ * and exact resume, for any {@link Objective} on any {@link TrainableModel}.
+ *
+ * <p>One optimizer step consumes {@code gradient_accumulation_steps} micro batches from the data stream; each micro
+ * batch runs in its own {@link NDScope}, so nothing but weights and optimizer moments outlives it. Everything random
+ * is reseeded from ({@code seed}, step, micro batch), and the data order from ({@code seed}, epoch): a resumed run
+ * repeats the uninterrupted one bit for bit on the same hardware and thread count.
+ *
+ * <p>Runs on the calling thread and sets that thread's grad mode itself (libtorch's grad mode is thread-local and
+ * a fresh thread starts with it on).
+ */
+public final class Trainer<B extends Batch> {
+    private static final Logger LOG = LogManager.getLogger(Trainer.class);
+
+    /** Observes the run; both methods run on the training thread. */
+    public interface Listener {
+        /** After every optimizer step (and step 0's evaluation), with the line written to {@code metrics.jsonl}. */
+        default void afterStep(long step, Map<String, Object> metrics) {}
+
+        /** A checkpoint's files are written and flushed; it becomes visible when this returns. */
+        default void beforeCheckpointPublished(Path temporaryFolder) {}
+    }
+
+    /** What a finished run reports: the step reached and the evaluation losses before and after. */
+    public record Summary(long steps, double lastLoss, double firstEvalLoss, double lastEvalLoss) {}
+
+    private final TrainableModel<?> model;
+    private final Objective<B> objective;
+    private final List<B> train;
+    private final List<B> eval;
+    private final TrainingOptions options;
+    private final NDManager manager;
+    private final Listener listener;
+
+    /**
+     * @param train the training micro batches of one epoch
+     * @param eval evaluation micro batches, possibly none
+     * @param manager long-lived: holds the optimizer moments; step scopes allocate through it and free at once
+     */
+    public Trainer(TrainableModel<?> model, Objective<B> objective, List<B> train, List<B> eval,
+            TrainingOptions options, NDManager manager, Listener listener) {
+        this.model = model;
+        this.objective = objective;
+        this.train = train;
+        this.eval = eval;
+        this.options = options;
+        this.manager = manager;
+        this.listener = listener;
+    }
+
+    /** Total optimizer steps: {@code max_steps}, else {@code ceil(num_epochs × micro batches / accumulation)}. */
+    public static long totalSteps(TrainingOptions options, int microBatchesPerEpoch) {
+        if (options.maxSteps() > 0) {
+            return options.maxSteps();
+        }
+        return Math.max(1, (long) Math.ceil(options.numEpochs() * microBatchesPerEpoch
+                / options.gradientAccumulationSteps()));
+    }
+
+    public Summary run() {
+        Path outputDir = options.outputDir();
+        CheckpointStore checkpoints = new CheckpointStore(outputDir, options.saveTotalLimit());
+        checkpoints.removeLeftovers();
+        int perEpoch = train.size();
+        long totalSteps = totalSteps(options, perEpoch);
+        long warmupSteps = LrSchedule.warmupUpdates(options.warmupSteps(), options.warmupRatio(), totalSteps);
+        Map<String, String> resumeKeys = new TreeMap<>(options.resumeInvariants());
+        resumeKeys.put("micro_batches_per_epoch", Integer.toString(perEpoch));
+        List<NamedArray> params = model.trainable();
+        AdamW optimizer = new AdamW(params, new AdamW.Hyper(options.adamBeta1(), options.adamBeta2(),
+                options.adamEpsilon(), options.weightDecay()), manager);
+        DataOrder order = new DataOrder(perEpoch, options.seed());
+
+        boolean gradModeBefore = JniUtils.isGradMode();
+        JniUtils.setGradMode(false);
+        long step = 0;
+        MetricsLog metrics;
+        Path resumeFrom = resumeFolder(checkpoints);
+        if (resumeFrom != null) {
+            TrainerState state = restore(resumeFrom, resumeKeys, params, optimizer);
+            step = state.globalStep();
+            metrics = MetricsLog.resume(outputDir, step);
+            LOG.info("resumed from {} at step {}, epoch {}", resumeFrom, step, state.epoch());
+        } else {
+            metrics = MetricsLog.start(outputDir);
+        }
+        double firstEval = Double.NaN;
+        double lastEval = Double.NaN;
+        double lastLoss = Double.NaN;
+        try (metrics; Progress progress = Progress.forRun(step, totalSteps)) {
+            if (step == 0 && !eval.isEmpty()) {
+                Map<String, Object> line = new LinkedHashMap<>();
+                line.put("step", 0L);
+                line.put("epoch", 0.0);
+                firstEval = evaluate(line);
+                lastEval = firstEval;
+                metrics.write(line);
+                listener.afterStep(0, line);
+            }
+            while (step < totalSteps) {
+                long position = step * options.gradientAccumulationSteps();
+                double lr = options.lrScheduler().learningRate(options.learningRate(),
+                        options.cosineMinLrRatio(), step, totalSteps, warmupSteps);
+                Map<String, Object> line = trainStep(step, position, order, params, optimizer, lr);
+                step++;
+                long consumed = position + options.gradientAccumulationSteps();
+                line.put("epoch", (double) consumed / perEpoch);
+                lastLoss = (double) line.get("loss");
+                if (!eval.isEmpty() && (step == totalSteps
+                        || (options.evalSteps() > 0 && step % options.evalSteps() == 0))) {
+                    lastEval = evaluate(line);
+                }
+                metrics.write(line);
+                progress.step(step, lastLoss, (double) line.get("tokens_per_second"));
+                listener.afterStep(step, line);
+                if (options.saveSteps() > 0 && (step % options.saveSteps() == 0 || step == totalSteps)) {
+                    TrainerState state = new TrainerState(step, (double) consumed / perEpoch, consumed, perEpoch,
+                            options.seed(), options.lrScheduler().key(), totalSteps, warmupSteps,
+                            options.learningRate(), lr, resumeKeys, ResumeKeys.hash(resumeKeys));
+                    Path saved = checkpoints.save(params, named(optimizer.state()), state,
+                            listener::beforeCheckpointPublished);
+                    LOG.debug("saved {}", saved);
+                    LossCurve.draw(metrics.file(), outputDir);
+                }
+            }
+            LossCurve.draw(metrics.file(), outputDir);
+        } finally {
+            JniUtils.setGradMode(gradModeBefore);
+        }
+        return new Summary(step, lastLoss, firstEval, lastEval);
+    }
+
+    /** One optimizer step over the accumulation window that starts at data position {@code position}. */
+    private Map<String, Object> trainStep(long step, long position, DataOrder order, List<NamedArray> params,
+            AdamW optimizer, double lr) {
+        long started = System.nanoTime();
+        int accumulation = options.gradientAccumulationSteps();
+        List<B> window = new ArrayList<>(accumulation);
+        long windowWeight = 0;
+        long tokens = 0;
+        for (int micro = 0; micro < accumulation; micro++) {
+            B batch = train.get(order.at(position + micro));
+            window.add(batch);
+            windowWeight += batch.lossWeight();
+            tokens += batch.tokenCount();
+        }
+        // Every micro batch's summed loss is divided by the whole window's weight, so the window's loss and
+        // gradient are those of one big batch, whatever the padding in each micro batch.
+        float inverseWeight = (float) (1.0 / Math.max(1, windowWeight));
+        model.setTraining(true);
+        double loss = 0;
+        Map<String, Double> metricSums = new TreeMap<>();
+        for (int micro = 0; micro < accumulation; micro++) {
+            B batch = window.get(micro);
+            long microSeed = Seeds.microStep(options.seed(), step, micro);
+            Engine.getInstance().setRandomSeed(Seeds.derive(microSeed, -1));
+            try (NDScope scope = new NDScope()) {
+                ForwardPass forward = ForwardPass.of(model, microSeed, options.gradientCheckpointing());
+                try (GradientCollector collector = Engine.getInstance().newGradientCollector()) {
+                    Objective.Loss result = objective.loss(batch, forward, manager);
+                    NDArray scaled = result.sum().mul(manager.full(new Shape(), inverseWeight, DataType.FLOAT32));
+                    forward.backward(scaled, collector);
+                    loss += scaled.getFloat();
+                    addWeighted(metricSums, result.metrics(), (double) batch.lossWeight() / Math.max(1, windowWeight));
+                }
+            }
+        }
+        double gradNorm;
+        try (NDScope scope = new NDScope()) {
+            gradNorm = GradientClipping.globalNorm(params);
+        }
+        optimizer.step(step + 1, lr, GradientClipping.scale(gradNorm, options.maxGradNorm()));
+        double seconds = (System.nanoTime() - started) / 1e9;
+
+        Map<String, Object> line = new LinkedHashMap<>();
+        line.put("step", step + 1);
+        line.put("epoch", 0.0);
+        line.put("loss", loss);
+        line.put("learning_rate", lr);
+        line.put("grad_norm", gradNorm);
+        line.put("tokens_per_second", tokens / seconds);
+        line.put("peak_memory_mb", PeakMemory.megabytes());
+        line.putAll(metricSums);
+        return line;
+    }
+
+    /** Loss over all evaluation batches, weighted by loss units; adds {@code eval_loss} and {@code eval_*} to line. */
+    private double evaluate(Map<String, Object> line) {
+        model.setTraining(false);
+        long totalWeight = Math.max(1, eval.stream().mapToLong(Batch::lossWeight).sum());
+        double lossSum = 0;
+        Map<String, Double> metricSums = new TreeMap<>();
+        for (B batch : eval) {
+            try (NDScope scope = new NDScope()) {
+                Objective.Loss result = objective.loss(batch, ForwardPass.of(model, options.seed(), false), manager);
+                lossSum += result.sum().getFloat();
+                addWeighted(metricSums, result.metrics(), (double) batch.lossWeight() / totalWeight);
+            }
+        }
+        double evalLoss = lossSum / totalWeight;
+        line.put("eval_loss", evalLoss);
+        metricSums.forEach((name, value) -> line.put("eval_" + name, value));
+        return evalLoss;
+    }
+
+    private static void addWeighted(Map<String, Double> sums, Map<String, Double> metrics, double weight) {
+        metrics.forEach((name, value) -> sums.merge(name, value * weight, Double::sum));
+    }
+
+    private Path resumeFolder(CheckpointStore checkpoints) {
+        TrainingOptions.Resume resume = options.resumeFromCheckpoint();
+        if (resume instanceof TrainingOptions.Resume.From from) {
+            return checkpoints.resolve("resume_from_checkpoint", from.folder());
+        }
+        if (resume instanceof TrainingOptions.Resume.Newest) {
+            List<CheckpointStore.Saved> complete = checkpoints.complete();
+            if (complete.isEmpty()) {
+                LOG.info("resume_from_checkpoint: no checkpoint in {} yet, starting from step 0", options.outputDir());
+                return null;
+            }
+            return complete.get(complete.size() - 1).folder();
+        }
+        return null;
+    }
+
+    /** Loads weights and moments in place and returns the saved state; refuses a changed recipe first. */
+    private TrainerState restore(Path folder, Map<String, String> resumeKeys, List<NamedArray> params,
+            AdamW optimizer) {
+        ResumeKeys.requireUnchanged(CheckpointStore.readState(folder), resumeKeys, folder.toString());
+        try (NDManager loading = manager.newSubManager()) {
+            CheckpointStore.Loaded loaded = CheckpointStore.load(folder, loading);
+            for (NamedArray param : params) {
+                NDArray saved = loaded.weights().get(param.name());
+                if (saved == null || !saved.getShape().equals(param.array().getShape())) {
+                    throw new UserError("resume_from_checkpoint", folder + " has no weight " + param.name()
+                            + " of shape " + param.array().getShape(), "resume from a checkpoint of this model");
+                }
+                param.array().set(saved.toByteBuffer());
+            }
+            optimizer.load(loaded.optimizer());
+            return loaded.state();
+        }
+    }
+
+    private static List<NamedArray> named(Map<String, NDArray> arrays) {
+        List<NamedArray> list = new ArrayList<>(arrays.size());
+        arrays.forEach((name, array) -> list.add(new NamedArray(name, array)));
+        return list;
+    }
+}

@@ -1,0 +1,225 @@
+package dev.finetune.trainers.train.checkpoint;
+
+import ai.djl.ndarray.NDArray;
+import ai.djl.ndarray.NDManager;
+import com.google.gson.FieldNamingPolicy;
+import com.google.gson.Gson;
+import com.google.gson.GsonBuilder;
+import dev.finetune.adapters.NamedArray;
+import dev.finetune.recipes.UserError;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.nio.channels.FileChannel;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.AtomicMoveNotSupportedException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
+import java.nio.file.StandardOpenOption;
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.List;
+import java.util.Map;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import java.util.stream.Stream;
+
+/**
+ * The {@code checkpoint-N/} folders of an output directory.
+ *
+ * <p>A checkpoint is written into a hidden temporary folder, flushed to disk, and renamed into place in one atomic
+ * step; {@code trainer_state.json} is its last file. So a {@code checkpoint-N} folder with that file is always
+ * complete, a kill at any moment leaves the previous ones intact, and leftovers of an interrupted write are hidden
+ * folders that {@link #removeLeftovers()} deletes on the next start.
+ */
+public final class CheckpointStore {
+    public static final String WEIGHTS = "trainable.safetensors";
+    public static final String OPTIMIZER = "optimizer.safetensors";
+    public static final String STATE = "trainer_state.json";
+
+    private static final Pattern COMPLETE = Pattern.compile("checkpoint-(\\d+)");
+    private static final String TEMPORARY_PREFIX = ".tmp-checkpoint-";
+    private static final String DISCARDED_PREFIX = ".old-checkpoint-";
+    private static final Gson GSON = new GsonBuilder()
+            .setFieldNamingPolicy(FieldNamingPolicy.LOWER_CASE_WITH_UNDERSCORES)
+            .setPrettyPrinting()
+            .serializeSpecialFloatingPointValues()
+            .create();
+
+    /** Called when a checkpoint's files are all written and flushed, just before it is published by renaming. */
+    @FunctionalInterface
+    public interface BeforePublish {
+        void written(Path temporaryFolder);
+    }
+
+    /** A complete checkpoint folder and the step it was taken after. */
+    public record Saved(long step, Path folder) {}
+
+    /** What a checkpoint holds, loaded. Arrays belong to the manager passed to {@link #load}. */
+    public record Loaded(Map<String, NDArray> weights, Map<String, NDArray> optimizer, TrainerState state) {}
+
+    private final Path outputDir;
+    private final int totalLimit;
+
+    /** @param totalLimit {@code save_total_limit}; 0 or less keeps every checkpoint */
+    public CheckpointStore(Path outputDir, int totalLimit) {
+        this.outputDir = outputDir;
+        this.totalLimit = totalLimit;
+    }
+
+    /** Deletes what interrupted writes left behind; they were never published, so nothing is lost. */
+    public void removeLeftovers() {
+        if (!Files.isDirectory(outputDir)) {
+            return;
+        }
+        try (Stream<Path> children = Files.list(outputDir)) {
+            for (Path child : children.toList()) {
+                String name = child.getFileName().toString();
+                if (name.startsWith(TEMPORARY_PREFIX) || name.startsWith(DISCARDED_PREFIX)) {
+                    deleteTree(child);
+                }
+            }
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+    }
+
+    /** Complete checkpoints, oldest first. */
+    public List<Saved> complete() {
+        List<Saved> found = new ArrayList<>();
+        if (!Files.isDirectory(outputDir)) {
+            return found;
+        }
+        try (Stream<Path> children = Files.list(outputDir)) {
+            for (Path child : children.toList()) {
+                Matcher name = COMPLETE.matcher(child.getFileName().toString());
+                if (name.matches() && Files.isRegularFile(child.resolve(STATE))) {
+                    found.add(new Saved(Long.parseLong(name.group(1)), child));
+                }
+            }
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+        found.sort(Comparator.comparingLong(Saved::step));
+        return found;
+    }
+
+    /** Writes {@code checkpoint-<step>}, then deletes the oldest beyond the limit; returns the new folder. */
+    public Path save(List<NamedArray> weights, List<NamedArray> optimizer, TrainerState state, BeforePublish hook) {
+        Path target = outputDir.resolve("checkpoint-" + state.globalStep());
+        Path temporary = outputDir.resolve(TEMPORARY_PREFIX + state.globalStep() + "-" + ProcessHandle.current().pid());
+        try {
+            Files.createDirectories(outputDir);
+            deleteTree(temporary);
+            Files.createDirectory(temporary);
+            TensorFile.write(temporary.resolve(WEIGHTS), weights);
+            TensorFile.write(temporary.resolve(OPTIMIZER), optimizer);
+            Files.writeString(temporary.resolve(STATE), GSON.toJson(state), StandardCharsets.UTF_8);
+            for (String file : List.of(WEIGHTS, OPTIMIZER, STATE)) {
+                flush(temporary.resolve(file));
+            }
+            hook.written(temporary);
+            publish(temporary, target);
+        } catch (IOException e) {
+            throw new UncheckedIOException("could not write checkpoint " + target, e);
+        }
+        prune(target);
+        return target;
+    }
+
+    /** The folder {@code resume_from_checkpoint} names: {@code true} picks the newest complete one. */
+    public Path resolve(String where, Path requested) {
+        Path folder = requested.isAbsolute() ? requested : outputDir.resolve(requested);
+        if (!Files.isRegularFile(folder.resolve(STATE))) {
+            throw new UserError(where, folder + " is not a complete checkpoint (it has no " + STATE + ")",
+                    "name a checkpoint-N folder that holds " + STATE + ", or use resume_from_checkpoint: true");
+        }
+        return folder;
+    }
+
+    public static Loaded load(Path folder, NDManager manager) {
+        try {
+            TrainerState state = GSON.fromJson(Files.readString(folder.resolve(STATE)), TrainerState.class);
+            return new Loaded(TensorFile.read(folder.resolve(WEIGHTS), manager),
+                    TensorFile.read(folder.resolve(OPTIMIZER), manager), state);
+        } catch (IOException e) {
+            throw new UncheckedIOException("could not read checkpoint " + folder, e);
+        }
+    }
+
+    /** Only the state, without tensors: enough to check the recipe hash before loading anything. */
+    public static TrainerState readState(Path folder) {
+        try {
+            return GSON.fromJson(Files.readString(folder.resolve(STATE)), TrainerState.class);
+        } catch (IOException e) {
+            throw new UncheckedIOException("could not read " + folder.resolve(STATE), e);
+        }
+    }
+
+    private void publish(Path temporary, Path target) throws IOException {
+        if (Files.exists(target)) {
+            // A rerun from an older checkpoint reaches this step again: set the old folder aside first, so that at
+            // every moment either it or the new one is complete under its final name.
+            Path discarded = outputDir.resolve(DISCARDED_PREFIX + target.getFileName() + "-"
+                    + ProcessHandle.current().pid());
+            move(target, discarded);
+            move(temporary, target);
+            deleteTree(discarded);
+        } else {
+            move(temporary, target);
+        }
+        flushDirectory(outputDir);
+    }
+
+    private void prune(Path keep) {
+        if (totalLimit <= 0) {
+            return;
+        }
+        List<Saved> all = complete();
+        int excess = all.size() - totalLimit;
+        for (Saved saved : all) {
+            if (excess <= 0) {
+                break;
+            }
+            if (!saved.folder().equals(keep)) {
+                deleteTree(saved.folder());
+                excess--;
+            }
+        }
+    }
+
+    private static void move(Path from, Path to) throws IOException {
+        try {
+            Files.move(from, to, StandardCopyOption.ATOMIC_MOVE);
+        } catch (AtomicMoveNotSupportedException e) {
+            throw new IOException("the file system of " + to + " cannot rename atomically", e);
+        }
+    }
+
+    private static void flush(Path file) throws IOException {
+        try (FileChannel channel = FileChannel.open(file, StandardOpenOption.WRITE)) {
+            channel.force(true);
+        }
+    }
+
+    private static void flushDirectory(Path directory) {
+        try (FileChannel channel = FileChannel.open(directory, StandardOpenOption.READ)) {
+            channel.force(true);
+        } catch (IOException e) {
+            // Some file systems cannot sync a directory; the rename itself is still atomic.
+        }
+    }
+
+    static void deleteTree(Path root) {
+        if (!Files.exists(root)) {
+            return;
+        }
+        try (Stream<Path> walk = Files.walk(root)) {
+            for (Path path : walk.sorted(Comparator.reverseOrder()).toList()) {
+                Files.delete(path);
+            }
+        } catch (IOException e) {
+            throw new UncheckedIOException("could not delete " + root, e);
+        }
+    }
+}

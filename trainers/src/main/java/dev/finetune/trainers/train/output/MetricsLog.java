@@ -1,0 +1,114 @@
+package dev.finetune.trainers.train.output;
+
+import com.google.gson.Gson;
+import com.google.gson.GsonBuilder;
+import com.google.gson.JsonObject;
+import com.google.gson.JsonParseException;
+import com.google.gson.JsonParser;
+import java.io.BufferedWriter;
+import java.io.Closeable;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
+import java.nio.file.StandardOpenOption;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * {@code metrics.jsonl}: one JSON object per line, one line per optimizer step (plus step 0's evaluation), under
+ * the Hugging Face Trainer's names.
+ *
+ * <p>On resume the lines after the checkpoint's step are dropped (they belong to the lost steps, and a kill may
+ * have cut the last one in half), so the file reads as if the run had never stopped.
+ */
+public final class MetricsLog implements Closeable {
+    public static final String FILE = "metrics.jsonl";
+    private static final Gson GSON = new GsonBuilder().serializeSpecialFloatingPointValues().create();
+
+    private final Path file;
+    private final BufferedWriter out;
+
+    private MetricsLog(Path file, BufferedWriter out) {
+        this.file = file;
+        this.out = out;
+    }
+
+    /** A fresh log: an existing file is replaced. */
+    public static MetricsLog start(Path outputDir) {
+        return open(outputDir, List.of());
+    }
+
+    /** Continues the log of a run resumed after step {@code step}: keeps the complete lines up to it. */
+    public static MetricsLog resume(Path outputDir, long step) {
+        List<String> kept = new ArrayList<>();
+        for (JsonObject line : read(outputDir.resolve(FILE))) {
+            if (line.has("step") && line.get("step").getAsLong() <= step) {
+                kept.add(line.toString());
+            }
+        }
+        return open(outputDir, kept);
+    }
+
+    private static MetricsLog open(Path outputDir, List<String> keptLines) {
+        Path file = outputDir.resolve(FILE);
+        try {
+            Files.createDirectories(outputDir);
+            Path rewritten = outputDir.resolve(FILE + ".tmp");
+            Files.write(rewritten, keptLines, StandardCharsets.UTF_8);
+            Files.move(rewritten, file, StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE);
+            return new MetricsLog(file, Files.newBufferedWriter(file, StandardCharsets.UTF_8, StandardOpenOption.APPEND));
+        } catch (IOException e) {
+            throw new UncheckedIOException("could not open " + file, e);
+        }
+    }
+
+    /** Appends one line and flushes it, so a kill loses at most the line being written. */
+    public void write(Map<String, Object> metrics) {
+        try {
+            out.write(GSON.toJson(metrics));
+            out.write('\n');
+            out.flush();
+        } catch (IOException e) {
+            throw new UncheckedIOException("could not write " + file, e);
+        }
+    }
+
+    public Path file() {
+        return file;
+    }
+
+    /** Every complete line of {@code file}; a half-written last line is skipped. */
+    public static List<JsonObject> read(Path file) {
+        List<JsonObject> lines = new ArrayList<>();
+        if (!Files.isRegularFile(file)) {
+            return lines;
+        }
+        try {
+            for (String line : Files.readAllLines(file, StandardCharsets.UTF_8)) {
+                try {
+                    if (!line.isBlank()) {
+                        lines.add(JsonParser.parseString(line).getAsJsonObject());
+                    }
+                } catch (JsonParseException | IllegalStateException e) {
+                    // a line cut short by a kill: its step is replayed after resume
+                }
+            }
+        } catch (IOException e) {
+            throw new UncheckedIOException("could not read " + file, e);
+        }
+        return lines;
+    }
+
+    @Override
+    public void close() {
+        try {
+            out.close();
+        } catch (IOException e) {
+            throw new UncheckedIOException("could not close " + file, e);
+        }
+    }
+}

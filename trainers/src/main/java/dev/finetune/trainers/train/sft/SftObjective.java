@@ -1,0 +1,53 @@
+package dev.finetune.trainers.train.sft;
+
+import ai.djl.ndarray.NDArray;
+import ai.djl.ndarray.NDManager;
+import ai.djl.ndarray.types.Shape;
+import dev.finetune.trainers.train.ForwardPass;
+import dev.finetune.trainers.train.ModelInputs;
+import dev.finetune.trainers.train.Objective;
+import java.util.Map;
+
+/**
+ * Token-level cross-entropy over the labelled tokens, summed; the loop divides by the window's target count.
+ *
+ * <p>The label shift and the ignore mask are built in Java, so the graph holds no op on labels and no Java
+ * {@code Number} operand: targets sit under the position that predicts them, and ignored positions get target 0
+ * with weight 0 (exactly zero gradient).
+ */
+public final class SftObjective implements Objective<SftBatch> {
+
+    @Override
+    public Loss loss(SftBatch batch, ForwardPass forward, NDManager manager) {
+        Shape shape = new Shape(batch.rows(), batch.columns());
+        ModelInputs inputs = new ModelInputs(
+                manager.create(batch.inputIds(), shape),
+                manager.create(batch.positionIds(), shape),
+                manager.create(batch.segmentIds(), shape));
+        NDArray logits = forward.logits(inputs);
+        return new Loss(sumOfTokenLosses(logits, batch, manager), Map.of());
+    }
+
+    /** Σ over target tokens of {@code -log softmax(logits)[target]}; {@code logits [B, T, V]}. */
+    static NDArray sumOfTokenLosses(NDArray logits, SftBatch batch, NDManager manager) {
+        int rows = batch.rows();
+        int columns = batch.columns();
+        long[] labels = batch.labels();
+        long[] targets = new long[rows * columns];
+        float[] weights = new float[rows * columns];
+        for (int r = 0; r < rows; r++) {
+            for (int t = 0; t + 1 < columns; t++) {
+                long next = labels[r * columns + t + 1];
+                if (next != SftBatch.IGNORE) {
+                    targets[r * columns + t] = next;
+                    weights[r * columns + t] = 1f;
+                }
+            }
+        }
+        Shape shape = new Shape(rows, columns);
+        NDArray targetIndex = manager.create(targets, shape).expandDims(-1);
+        NDArray weight = manager.create(weights, shape);
+        NDArray logProbabilities = logits.logSoftmax(-1).gather(targetIndex, -1).squeeze(-1);
+        return logProbabilities.mul(weight).sum().neg();
+    }
+}
