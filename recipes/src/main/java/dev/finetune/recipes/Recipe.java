@@ -153,6 +153,11 @@ public record Recipe(
             return paged;
         }
 
+        /** Moments stored in 8 bits (two bytes of state per parameter). */
+        public boolean eightBit() {
+            return stateBytesPerParam == 2;
+        }
+
         /** bitsandbytes' 8-bit AdamW, which FSDP2 cannot shard. */
         public boolean bitsAndBytes() {
             return this == ADAMW_BNB_8BIT || this == ADAMW_8BIT || this == PAGED_ADAMW_8BIT || this == PAGED_ADAMW_32BIT;

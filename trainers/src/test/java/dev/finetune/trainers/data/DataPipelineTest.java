@@ -48,11 +48,11 @@ class DataPipelineTest {
     }
 
     static DatasetSpec spec(Path path, String type) {
-        return new DatasetSpec(path, type, null, null, null, null, null, null, "recipe.yaml:4:5");
+        return new DatasetSpec(path, type, null, null, null, null, null, null, "recipe.yaml:4:5", null, "train", null, null);
     }
 
     static DatasetSpec chat(Path path, String template, List<String> roles, String trainOnEos) {
-        return new DatasetSpec(path, "chat_template", null, null, null, roles, trainOnEos, template, "recipe.yaml:4:5");
+        return new DatasetSpec(path, "chat_template", null, null, null, roles, trainOnEos, template, "recipe.yaml:4:5", null, "train", null, null);
     }
 
     static PreparedData prepare(DataOptions options, DatasetSpec... specs) {
@@ -144,7 +144,7 @@ class DataPipelineTest {
         Path data = write("sharegpt.jsonl", "{\"system\": \"Be kind.\", \"conversations\": ["
                 + "{\"from\": \"human\", \"value\": \"Hi\"}, {\"from\": \"gpt\", \"value\": \"Hello there.\"}]}");
         DatasetSpec spec = new DatasetSpec(data, "chat_template", null, "conversations", Map.of("role", "from", "content", "value"),
-                null, null, "chatml", "recipe.yaml:4:5");
+                null, null, "chatml", "recipe.yaml:4:5", null, "train", null, null);
         PreparedData prepared = prepare(DataOptions.defaults(), spec);
         Example example = prepared.train().get(0);
         String rendered = "<|im_start|>system\nBe kind.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello there.<|im_end|>\n";
@@ -157,7 +157,7 @@ class DataPipelineTest {
     void completionLearnsEverythingAndSplitsLongText() throws IOException {
         String story = "Once upon a time there was a little girl named Lily. She loved to play outside in the park. ".repeat(6);
         Path data = write("stories.jsonl", "{\"story\": \"" + story + "\"}");
-        DatasetSpec spec = new DatasetSpec(data, "completion", "story", null, null, null, null, null, "recipe.yaml:4:5");
+        DatasetSpec spec = new DatasetSpec(data, "completion", "story", null, null, null, null, null, "recipe.yaml:4:5", null, "train", null, null);
         PreparedData prepared = prepare(DataOptions.defaults().withSequenceLen(64), spec);
         int[] whole = concat(tokenizer.encode(story, true), new int[] {EOS});
         List<Example> chunks = prepared.train();
