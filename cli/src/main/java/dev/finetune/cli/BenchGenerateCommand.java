@@ -7,12 +7,12 @@ import dev.finetune.adapters.NamedArray;
 import dev.finetune.adapters.io.SafetensorsDtype;
 import dev.finetune.adapters.io.SafetensorsWriter;
 import dev.finetune.recipes.model.ModelConfig;
-import dev.finetune.trainers.ProcessMemory;
 import dev.finetune.trainers.generation.GenerationSettings;
 import dev.finetune.trainers.generation.Generator;
 import dev.finetune.trainers.model.LlamaModel;
 import dev.finetune.trainers.model.LoadOptions;
 import dev.finetune.trainers.model.RandomWeights;
+import dev.finetune.trainers.train.output.PeakMemory;
 import java.io.IOException;
 import java.io.PrintWriter;
 import java.lang.management.ManagementFactory;
@@ -73,7 +73,7 @@ final class BenchGenerateCommand implements Callable<Integer> {
     @Option(names = "--skip-recompute", description = "Only time the cached path.")
     boolean skipRecompute;
 
-    @Option(names = "--repeat", defaultValue = "1", description = "Run the cached generation this many times, printing resident memory after each (a leak shows as growth).")
+    @Option(names = "--repeat", defaultValue = "1", description = "Run the cached generation this many times, printing peak resident memory after each (a leak keeps raising it).")
     int repeat;
 
     @Override
@@ -89,26 +89,27 @@ final class BenchGenerateCommand implements Callable<Integer> {
         }
         try (NDManager manager = NDManager.newBaseManager()) {
             manager.ones(new Shape(4)).sum().getFloat();
-            long baseline = ProcessMemory.peakResidentBytes();
+            double baseline = PeakMemory.megabytes();
             long started = System.nanoTime();
             LlamaModel model = LlamaModel.load(modelDir, manager,
                     owned ? LoadOptions.adapters(dev.finetune.adapters.PlainProjection.frozenFactory()) : LoadOptions.inference());
             double loadSeconds = (System.nanoTime() - started) / 1e9;
-            long afterLoad = ProcessMemory.peakResidentBytes();
+            double afterLoad = PeakMemory.megabytes();
             long weights = model.weightBytes();
             Generator generator = new Generator(model);
             List<long[]> prompts = prompts(model.config().vocabSize());
             GenerationSettings settings = GenerationSettings.greedy(newTokens);
             generator.generate(prompts, GenerationSettings.greedy(4));
-            long afterFirstUse = ProcessMemory.peakResidentBytes();
-            out.printf("model=%s weights=%s params=%d f32_weight_mb=%.1f load_s=%.3f baseline_hwm_mb=%.1f hwm_after_load_mb=%.1f "
-                            + "hwm_after_first_generate_mb=%.1f (hwm-baseline)/weights=%.3f%n",
-                    modelDir.getFileName(), owned ? "owned" : "mapped", weights / 4, weights / 1e6, loadSeconds, baseline / 1e6,
-                    afterLoad / 1e6, afterFirstUse / 1e6, (afterFirstUse - baseline) / (double) weights);
+            double afterFirstUse = PeakMemory.megabytes();
+            double weightMiB = weights / (1024.0 * 1024.0);
+            out.printf("model=%s weights=%s params=%d f32_weight_mib=%.1f load_s=%.3f baseline_hwm_mib=%.1f hwm_after_load_mib=%.1f "
+                            + "hwm_after_first_generate_mib=%.1f (hwm-baseline)/weights=%.3f%n",
+                    modelDir.getFileName(), owned ? "owned" : "mapped", weights / 4, weightMiB, loadSeconds, baseline, afterLoad,
+                    afterFirstUse, (afterFirstUse - baseline) / weightMiB);
             out.flush();
             for (int r = 0; r < repeat; r++) {
                 time(out, "cached", () -> generator.generate(prompts, settings));
-                out.printf("rss_mb=%.1f hwm_mb=%.1f%n", ProcessMemory.residentBytes() / 1e6, ProcessMemory.peakResidentBytes() / 1e6);
+                out.printf("hwm_mib=%.1f%n", PeakMemory.megabytes());
             }
             if (!skipRecompute) {
                 time(out, "recompute", () -> generator.generateWithoutCache(prompts, settings));

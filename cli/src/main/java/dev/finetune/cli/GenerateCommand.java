@@ -5,15 +5,19 @@ import com.google.gson.JsonArray;
 import com.google.gson.JsonObject;
 import dev.finetune.recipes.UserError;
 import dev.finetune.recipes.model.ModelConfig;
-import dev.finetune.trainers.ProcessMemory;
 import dev.finetune.trainers.generation.Completion;
 import dev.finetune.trainers.generation.GenerationSettings;
 import dev.finetune.trainers.generation.Generator;
 import dev.finetune.trainers.model.LlamaModel;
 import dev.finetune.trainers.model.LoadOptions;
+import dev.finetune.trainers.text.Tokenizer;
+import dev.finetune.trainers.train.output.PeakMemory;
 import java.io.PrintWriter;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Set;
 import java.util.concurrent.Callable;
@@ -35,8 +39,9 @@ final class GenerateCommand implements Callable<Integer> {
     @Parameters(index = "0", paramLabel = "MODEL_DIR", description = "A model directory with config.json and safetensors weights.")
     Path modelDir;
 
-    @Option(names = "--prompt", paramLabel = "TEXT", description = "Prompt text (needs the model's tokenizer).")
-    String prompt;
+    @Option(names = "--prompt", paramLabel = "TEXT",
+            description = "Prompt text, encoded with the model's tokenizer.json after its BOS token. Repeat for a batch.")
+    List<String> prompt;
 
     @Option(names = "--prompt-ids", paramLabel = "IDS",
             description = "Prompt as comma-separated token ids, e.g. 1,403,407. Repeat to generate for several prompts as one batch.")
@@ -64,15 +69,35 @@ final class GenerateCommand implements Callable<Integer> {
     boolean ignoreEos;
 
     @Option(names = "--json",
-            description = "Print one JSON object per prompt and line: prompt_ids, generated_ids, stop, last_logits (raw logits at the last prompt position).")
+            description = "Print one JSON object per prompt and line: prompt_ids, generated_ids, stop, text (prompt and continuation, "
+                    + "when the model has a tokenizer), last_logits (raw logits at the last prompt position).")
     boolean json;
 
     @Override
     public Integer call() {
-        List<long[]> prompts = promptTokens();
+        if ((prompt == null) == (promptIds == null)) {
+            throw new UserError("generate", "give exactly one of --prompt and --prompt-ids", "e.g. --prompt \"Once upon a time\"");
+        }
+        List<long[]> parsedIds = promptIds == null ? null : parseIds();
         if (!Files.isDirectory(modelDir)) {
             throw new UserError(modelDir.toString(), "model directory not found", "give a directory holding config.json and model.safetensors");
         }
+        // Text needs the tokenizer; ids are decoded with it when the model has one, and printed as numbers otherwise.
+        try (Tokenizer tokenizer = prompt != null || Files.isRegularFile(modelDir.resolve("tokenizer.json")) ? Tokenizer.load(modelDir) : null) {
+            List<long[]> prompts = parsedIds != null ? parsedIds : encode(tokenizer);
+            return generate(prompts, tokenizer);
+        }
+    }
+
+    private List<long[]> encode(Tokenizer tokenizer) {
+        List<long[]> prompts = new ArrayList<>();
+        for (String text : prompt) {
+            prompts.add(Arrays.stream(tokenizer.encode(text, true)).asLongStream().toArray());
+        }
+        return prompts;
+    }
+
+    private int generate(List<long[]> prompts, Tokenizer tokenizer) {
         // Checked before the engine starts, so a typo costs no model load.
         int vocabulary = ModelConfig.read(modelDir).vocabSize();
         for (int p = 0; p < prompts.size(); p++) {
@@ -89,29 +114,28 @@ final class GenerateCommand implements Callable<Integer> {
             LlamaModel model = LlamaModel.load(modelDir, manager, LoadOptions.inference());
             // Looked up here, not in a static field: picocli instantiates every subcommand at start-up, and
             // initialising Log4j there would cost `finetune validate` a fifth of a second.
-            LogManager.getLogger(GenerateCommand.class).info(String.format("loaded %s: %.1f MB of float32 weights in %.2f s, peak resident memory %.1f MB", modelDir,
-                    model.weightBytes() / 1e6, (System.nanoTime() - started) / 1e9, ProcessMemory.peakResidentBytes() / 1e6));
-            Integer eos = model.config().eosTokenId();
-            if (eos != null && !ignoreEos) {
-                settings = settings.withStops(Set.of(eos.longValue()), List.of());
+            LogManager.getLogger(GenerateCommand.class).info(String.format("loaded %s: %.1f MiB of float32 weights in %.2f s, peak resident memory %.1f MiB", modelDir,
+                    model.weightBytes() / (1024.0 * 1024.0), (System.nanoTime() - started) / 1e9, PeakMemory.megabytes()));
+            Set<Long> eos = new HashSet<>();
+            if (model.config().eosTokenId() != null) {
+                eos.add(model.config().eosTokenId().longValue());
+            }
+            if (tokenizer != null && tokenizer.special().eosId() >= 0) {
+                eos.add((long) tokenizer.special().eosId());
+            }
+            if (!ignoreEos) {
+                settings = settings.withStops(eos, List.of());
             }
             List<Completion> completions = new Generator(model).generate(prompts, settings);
             for (int p = 0; p < prompts.size(); p++) {
-                print(prompts.get(p), completions.get(p));
+                print(prompts.get(p), completions.get(p), tokenizer);
             }
         }
         return Main.OK;
     }
 
-    private List<long[]> promptTokens() {
-        if ((prompt == null) == (promptIds == null)) {
-            throw new UserError("generate", "give exactly one of --prompt and --prompt-ids", "e.g. --prompt-ids 1,403,407");
-        }
-        if (prompt != null) {
-            throw new UserError("--prompt", "text prompts need the tokenizer, which this build does not have yet",
-                    "pass token ids with --prompt-ids");
-        }
-        List<long[]> prompts = new java.util.ArrayList<>();
+    private List<long[]> parseIds() {
+        List<long[]> prompts = new ArrayList<>();
         for (String text : promptIds) {
             String[] parts = text.split(",", -1);
             long[] ids = new long[parts.length];
@@ -128,21 +152,26 @@ final class GenerateCommand implements Callable<Integer> {
         return prompts;
     }
 
-    private void print(long[] ids, Completion completion) {
+    private void print(long[] ids, Completion completion, Tokenizer tokenizer) {
         PrintWriter out = spec.commandLine().getOut();
+        String text = tokenizer == null ? null : tokenizer.decode(toInts(concat(ids, completion.tokens())), true);
         if (json) {
             JsonObject result = new JsonObject();
             result.add("prompt_ids", array(ids));
             result.add("generated_ids", array(completion.tokens()));
             result.addProperty("stop", completion.stop().name().toLowerCase(java.util.Locale.ROOT));
+            if (text != null) {
+                result.addProperty("text", text);
+            }
             JsonArray logits = new JsonArray();
             for (float v : completion.lastPromptLogits()) {
                 logits.add(v);
             }
             result.add("last_logits", logits);
             out.println(result);
+        } else if (text != null) {
+            out.println(text);
         } else {
-            // Until the tokenizer lands, people see the ids; --json is the machine form.
             StringBuilder line = new StringBuilder();
             for (long id : completion.tokens()) {
                 line.append(line.length() == 0 ? "" : " ").append(id);
@@ -150,6 +179,16 @@ final class GenerateCommand implements Callable<Integer> {
             out.println(line);
         }
         out.flush();
+    }
+
+    private static long[] concat(long[] a, long[] b) {
+        long[] out = Arrays.copyOf(a, a.length + b.length);
+        System.arraycopy(b, 0, out, a.length, b.length);
+        return out;
+    }
+
+    private static int[] toInts(long[] ids) {
+        return Arrays.stream(ids).mapToInt(Math::toIntExact).toArray();
     }
 
     private static JsonArray array(long[] values) {

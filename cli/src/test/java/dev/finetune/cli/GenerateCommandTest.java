@@ -55,6 +55,19 @@ class GenerateCommandTest {
     }
 
     @Test
+    void textPromptIsTokenizedAndTheContinuationDecoded() throws Exception {
+        JsonObject first = JsonParser.parseString(Files.readString(MODEL.resolve("reference.json"))).getAsJsonObject()
+                .getAsJsonArray("prompts").get(0).getAsJsonObject();
+        Run run = finetune("generate", MODEL.toString(), "--prompt", first.get("prompt_text").getAsString(), "--greedy", "--json",
+                "--max-new-tokens", "32");
+        assertEquals(0, run.exitCode(), run.stderr());
+        JsonObject out = JsonParser.parseString(run.stdout().trim()).getAsJsonObject();
+        assertArrayEquals(longs(first.getAsJsonArray("prompt_ids")), longs(out.getAsJsonArray("prompt_ids")));
+        assertArrayEquals(longs(first.getAsJsonArray("generated_ids")), longs(out.getAsJsonArray("generated_ids")));
+        assertEquals(first.get("full_text").getAsString(), out.get("text").getAsString());
+    }
+
+    @Test
     void badInputExitsWithTwoAndOneLine() throws Exception {
         Run badIds = finetune("generate", MODEL.toString(), "--prompt-ids", "1,x");
         assertEquals(2, badIds.exitCode());

@@ -148,7 +148,9 @@ public final class SafetensorsReader implements AutoCloseable {
             for (Map.Entry<String, JsonElement> e : json.entrySet()) {
                 if (e.getKey().equals("__metadata__")) {
                     for (Map.Entry<String, JsonElement> m : e.getValue().getAsJsonObject().entrySet()) {
-                        metadata.put(m.getKey(), m.getValue().getAsString());
+                        // The format says string to string; some writers put other JSON there, which must not make the weights unreadable.
+                        JsonElement v = m.getValue();
+                        metadata.put(m.getKey(), v.isJsonPrimitive() ? v.getAsString() : v.toString());
                     }
                     continue;
                 }

@@ -1,6 +1,7 @@
 package dev.finetune.adapters.io;
 
 import ai.djl.ndarray.NDArray;
+import ai.djl.ndarray.index.NDIndex;
 import ai.djl.ndarray.types.DataType;
 import com.google.gson.Gson;
 import com.google.gson.GsonBuilder;
@@ -34,6 +35,8 @@ import java.util.Set;
  */
 public final class SafetensorsWriter {
     private static final Gson GSON = new GsonBuilder().disableHtmlEscaping().create();
+    /** Bytes written per block; also bounds the memory a save needs beyond the model. */
+    static long blockBytes = 64L << 20;
 
     private SafetensorsWriter() {}
 
@@ -158,14 +161,37 @@ public final class SafetensorsWriter {
         };
     }
 
+    /**
+     * Streams the tensor out in row blocks read through direct views of the engine's memory, so saving needs no
+     * heap copy of the tensor and works past the 2 GB a Java buffer can address.
+     */
     private static void writeData(FileChannel out, NamedArray t, SafetensorsDtype onDisk) throws IOException {
-        ByteBuffer data = t.array().toByteBuffer().order(ByteOrder.LITTLE_ENDIAN);
-        if (onDisk == SafetensorsDtype.F32 || !isFloat(t)) {
+        NDArray array = t.array();
+        long rows = array.getShape().dimension() == 0 ? 1 : array.getShape().get(0);
+        long rowBytes = rows == 0 ? 0 : array.size() * array.getDataType().getNumOfBytes() / rows;
+        if (array.size() == 0) {
+            return;
+        }
+        if (array.getShape().dimension() == 0 || rowBytes * rows <= blockBytes || rowBytes > blockBytes) {
+            writeBlock(out, array, onDisk);
+            return;
+        }
+        long rowsPerBlock = Math.max(1, blockBytes / rowBytes);
+        for (long from = 0; from < rows; from += rowsPerBlock) {
+            try (NDArray block = array.get(new NDIndex(from + ":" + Math.min(rows, from + rowsPerBlock)))) {
+                writeBlock(out, block, onDisk);
+            }
+        }
+    }
+
+    private static void writeBlock(FileChannel out, NDArray block, SafetensorsDtype onDisk) throws IOException {
+        ByteBuffer data = block.toByteBuffer(true).order(ByteOrder.LITTLE_ENDIAN);
+        if (onDisk != SafetensorsDtype.F16 && onDisk != SafetensorsDtype.BF16) {
             writeFully(out, data);
             return;
         }
         FloatBuffer floats = data.asFloatBuffer();
-        ByteBuffer chunk = ByteBuffer.allocateDirect(1 << 20).order(ByteOrder.LITTLE_ENDIAN);
+        ByteBuffer chunk = ByteBuffer.allocate(1 << 20).order(ByteOrder.LITTLE_ENDIAN);
         while (floats.hasRemaining()) {
             chunk.clear();
             while (chunk.hasRemaining() && floats.hasRemaining()) {
@@ -175,10 +201,6 @@ public final class SafetensorsWriter {
             chunk.flip();
             writeFully(out, chunk);
         }
-    }
-
-    private static boolean isFloat(NamedArray t) {
-        return t.array().getDataType() == DataType.FLOAT32;
     }
 
     private static void writeFully(FileChannel out, ByteBuffer data) throws IOException {

@@ -158,6 +158,28 @@ class SafetensorsIoTest {
     }
 
     @Test
+    void writingInRowBlocksAndFromViewsKeepsLogicalValues() throws IOException {
+        NDArray x = manager.randomNormal(new Shape(9, 4));
+        NDArray transposed = x.transpose();
+        Path whole = dir.resolve("whole.safetensors");
+        Path blocks = dir.resolve("blocks.safetensors");
+        List<NamedArray> tensors = List.of(new NamedArray("x", x), new NamedArray("t", transposed));
+        SafetensorsWriter.write(whole, tensors, SafetensorsDtype.BF16, Map.of());
+        long saved = SafetensorsWriter.blockBytes;
+        SafetensorsWriter.blockBytes = 20;
+        try {
+            SafetensorsWriter.write(blocks, tensors, SafetensorsDtype.BF16, Map.of());
+        } finally {
+            SafetensorsWriter.blockBytes = saved;
+        }
+        assertArrayEquals(Files.readAllBytes(whole), Files.readAllBytes(blocks));
+        try (SafetensorsReader reader = SafetensorsReader.open(blocks)) {
+            assertArrayEquals(transposed.toFloatArray(), reader.load("t", manager).toFloatArray(), 0.01f);
+            assertEquals(new Shape(4, 9), reader.entry("t").shape());
+        }
+    }
+
+    @Test
     void mismatchedCheckpointNamesEveryOffendingTensor() {
         Path file = dir.resolve("m.safetensors");
         SafetensorsWriter.write(file, List.of(

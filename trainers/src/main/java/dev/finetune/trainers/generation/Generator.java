@@ -12,9 +12,12 @@ import dev.finetune.trainers.model.DecoderLayer;
 import dev.finetune.trainers.model.KvCache;
 import dev.finetune.trainers.model.LlamaModel;
 import dev.finetune.trainers.model.RotaryEmbedding;
+import java.nio.LongBuffer;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.SplittableRandom;
 
 /**
@@ -65,7 +68,7 @@ public final class Generator {
             long[] next;
             try (NDScope prompt = new NDScope()) {
                 NDArray lastLogits = cached
-                        ? cachedStep(batch, 0, batch.promptWidth, batch.promptIds, slotNumbers, slotSegments, cache)
+                        ? prefill(prompts, settings, batch, slotNumbers, slotSegments, cache)
                         : fullStep(batch, batch.promptWidth, batch.promptIds, slotSegments);
                 rows.lastPromptLogits = lastLogits.toFloatArray();
                 next = sampler.choose(lastLogits, settings, random);
@@ -91,6 +94,37 @@ public final class Generator {
             return rows.completions();
         } finally {
             JniUtils.setGradMode(gradMode);
+        }
+    }
+
+    /**
+     * Runs the prompts through the cache and returns the logits after each, {@code [B, V]}. A prompt that several
+     * rows share (GRPO samples a group of completions per prompt) runs once; its keys and values are copied to
+     * every row that has it.
+     */
+    private NDArray prefill(List<long[]> prompts, GenerationSettings settings, Batch batch, NDArray slotNumbers, NDArray slotSegments,
+            KvCache cache) {
+        Map<LongBuffer, Integer> firstRow = new HashMap<>();
+        List<long[]> distinct = new ArrayList<>();
+        long[] distinctOfRow = new long[prompts.size()];
+        for (int r = 0; r < prompts.size(); r++) {
+            Integer known = firstRow.putIfAbsent(LongBuffer.wrap(prompts.get(r)), distinct.size());
+            if (known == null) {
+                distinct.add(prompts.get(r));
+            }
+            distinctOfRow[r] = known == null ? distinct.size() - 1 : known;
+        }
+        if (distinct.size() == prompts.size()) {
+            return cachedStep(batch, 0, batch.promptWidth, batch.promptIds, slotNumbers, slotSegments, cache);
+        }
+        Batch shared = Batch.of(distinct, settings.maxNewTokens(), model.config().vocabSize());
+        NDManager step = slotNumbers.getManager();
+        NDArray sharedSegments = step.create(shared.slotSegments, new Shape(shared.rows, shared.capacity));
+        NDArray rows = step.create(distinctOfRow);
+        try (KvCache promptCache = model.newCache(step, shared.rows, shared.promptWidth)) {
+            NDArray logits = cachedStep(shared, 0, shared.promptWidth, shared.promptIds, slotNumbers, sharedSegments, promptCache);
+            cache.copyRowsFrom(promptCache, rows);
+            return logits.get(new NDIndex("{}", rows));
         }
     }
 

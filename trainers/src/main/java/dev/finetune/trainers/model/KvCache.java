@@ -55,6 +55,25 @@ public final class KvCache implements AutoCloseable {
         return new NDArray[] {keys[layer].get(filled), values[layer].get(filled)};
     }
 
+    /**
+     * Fills this cache's rows from {@code source}: row {@code b} gets the slots of source row {@code sourceRows[b]}.
+     * Identical prompts (GRPO samples several completions per prompt) are run once and shared this way.
+     */
+    public void copyRowsFrom(KvCache source, NDArray sourceRows) {
+        if (length != 0 || source.length > capacity) {
+            throw new IllegalStateException("copying " + source.length + " slots into a cache holding " + length + " of " + capacity);
+        }
+        NDIndex filled = new NDIndex(":, :, 0:" + source.length);
+        NDIndex rows = new NDIndex("{}, :, 0:" + source.length, sourceRows);
+        for (int i = 0; i < keys.length; i++) {
+            try (NDArray k = source.keys[i].get(rows); NDArray v = source.values[i].get(rows)) {
+                keys[i].set(filled, k);
+                values[i].set(filled, v);
+            }
+        }
+        length = source.length;
+    }
+
     @Override
     public void close() {
         for (int i = 0; i < keys.length; i++) {

@@ -62,14 +62,14 @@ public final class LlamaModel {
         this.maskedOut = scalars.of(1e30f);
         this.rotary = new RotaryEmbedding(config, manager);
         float eps = (float) config.rmsNormEps();
-        Function<String, NamedArray> norm = name -> {
+        Function<String, NamedArray> embeddingOrNorm = name -> {
             NDArray w = weights.apply(name);
             if (options.trainEmbeddingsAndNorms()) {
                 w.setRequiresGradient(true);
             }
             return new NamedArray(name, w);
         };
-        this.embedding = norm.apply("model.embed_tokens.weight");
+        this.embedding = embeddingOrNorm.apply("model.embed_tokens.weight");
         List<DecoderLayer> built = new ArrayList<>();
         for (int i = 0; i < config.numHiddenLayers(); i++) {
             String p = "model.layers." + i + ".";
@@ -86,14 +86,14 @@ public final class LlamaModel {
                 projection(options, weights, p + "mlp.down_proj", config.mlpBias()),
             };
             built.add(new DecoderLayer(i, config.numAttentionHeads(), config.numKeyValueHeads(), config.headDim(),
-                    new RmsNorm(norm.apply(p + "input_layernorm.weight"), eps, scalars),
-                    new RmsNorm(norm.apply(p + "post_attention_layernorm.weight"), eps, scalars),
-                    qkNorm ? new RmsNorm(norm.apply(p + "self_attn.q_norm.weight"), eps, scalars) : null,
-                    qkNorm ? new RmsNorm(norm.apply(p + "self_attn.k_norm.weight"), eps, scalars) : null,
+                    new RmsNorm(embeddingOrNorm.apply(p + "input_layernorm.weight"), eps, scalars),
+                    new RmsNorm(embeddingOrNorm.apply(p + "post_attention_layernorm.weight"), eps, scalars),
+                    qkNorm ? new RmsNorm(embeddingOrNorm.apply(p + "self_attn.q_norm.weight"), eps, scalars) : null,
+                    qkNorm ? new RmsNorm(embeddingOrNorm.apply(p + "self_attn.k_norm.weight"), eps, scalars) : null,
                     attention, mlp, scalars));
         }
         this.layers = List.copyOf(built);
-        this.finalNorm = new RmsNorm(norm.apply("model.norm.weight"), eps, scalars);
+        this.finalNorm = new RmsNorm(embeddingOrNorm.apply("model.norm.weight"), eps, scalars);
         this.head = config.tieWordEmbeddings() ? null : projection(options, weights, "lm_head", false);
     }
 

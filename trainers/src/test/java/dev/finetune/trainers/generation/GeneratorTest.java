@@ -76,6 +76,27 @@ class GeneratorTest {
         }
     }
 
+    /** GRPO-style groups: a prompt shared by several rows runs once, and every row still gets its own draws. */
+    @Test
+    void sharedPromptsGiveTheSameResultAsSeparatePrompts() {
+        long[] a = references.get(0).promptIds();
+        long[] b = references.get(1).promptIds();
+        List<long[]> grouped = List.of(a, b, a, b, a);
+        List<Completion> greedy = generator.generate(grouped, GenerationSettings.greedy(32));
+        for (int r = 0; r < grouped.size(); r++) {
+            Stories260KReference ref = references.get(r % 2);
+            assertArrayEquals(ref.generatedIds(), greedy.get(r).tokens(), "row " + r);
+            assertTrue(Stories260KReference.maxAbsDiff(ref.lastLogits(), greedy.get(r).lastPromptLogits()) < 1e-4f, "row " + r);
+        }
+        GenerationSettings sampled = new GenerationSettings(16, 1.0f, 0, 1f, 21L, Set.of(), List.of());
+        List<Completion> shared = generator.generate(grouped, sampled);
+        List<Completion> recomputed = generator.generateWithoutCache(grouped, sampled);
+        for (int r = 0; r < grouped.size(); r++) {
+            assertArrayEquals(recomputed.get(r).tokens(), shared.get(r).tokens(), "row " + r);
+        }
+        assertNotEquals(List.of(shared.get(0).tokens()), List.of(shared.get(2).tokens()), "rows sharing a prompt must sample independently");
+    }
+
     @Test
     void samplingIsReproducibleBySeedAndDiffersAcrossSeeds() {
         long[] prompt = references.get(0).promptIds();
