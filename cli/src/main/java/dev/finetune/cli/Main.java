@@ -4,6 +4,7 @@ import dev.finetune.recipes.Finding;
 import dev.finetune.recipes.InvalidRecipe;
 import dev.finetune.recipes.UserError;
 import dev.finetune.recipes.ValidatedRecipe;
+import dev.finetune.trainers.backend.SingleDeviceBackend;
 import java.io.PrintWriter;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -11,6 +12,7 @@ import java.util.List;
 import java.util.concurrent.Callable;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
+import picocli.CommandLine.Option;
 import picocli.CommandLine.Parameters;
 
 /** Entry point; the only place that calls {@link System#exit}. Exit codes: 0 ok, 1 run failed, 2 bad input. */
@@ -45,10 +47,15 @@ public final class Main implements Callable<Integer> {
         return dispatchTraining(validated);
     }
 
-    /** Where training starts once a trainer exists; until then this says so and fails, rather than pretend. */
-    static int dispatchTraining(ValidatedRecipe validated) {
-        System.err.println("error: training is not available yet in this build: the recipe is valid, but no trainer is installed");
-        return RUN_FAILED;
+    @Option(names = "--sample-prompt", paramLabel = "TEXT",
+            description = "Prompt of the greedy sample printed before and after training (default: taken from the data).")
+    String samplePrompt;
+
+    /** Trains in this JVM; the backend refuses sharded recipes before doing any work. */
+    int dispatchTraining(ValidatedRecipe validated) {
+        SingleDeviceBackend.requireRunnable(validated.recipe());
+        SingleDeviceBackend.train(validated, new SingleDeviceBackend.Settings(samplePrompt, System.out));
+        return OK;
     }
 
     public static int execute(String... args) {

@@ -1,0 +1,133 @@
+package dev.finetune.trainers.backend;
+
+import ai.djl.engine.Engine;
+import ai.djl.ndarray.NDManager;
+import dev.finetune.recipes.Recipe;
+import dev.finetune.recipes.UserError;
+import dev.finetune.recipes.ValidatedRecipe;
+import dev.finetune.trainers.data.DataOptions;
+import dev.finetune.trainers.data.DataPipeline;
+import dev.finetune.trainers.data.PreparedData;
+import dev.finetune.trainers.text.Tokenizer;
+import dev.finetune.trainers.train.RecipeOptions;
+import dev.finetune.trainers.train.Trainer;
+import dev.finetune.trainers.train.TrainingOptions;
+import dev.finetune.trainers.train.sft.SftBatch;
+import dev.finetune.trainers.train.sft.SftObjective;
+import java.io.PrintStream;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.Locale;
+
+/**
+ * {@code backend: single}: the whole run in this JVM on one device, from a validated recipe to the output folder.
+ *
+ * <p>Everything that can be wrong with the input (model folder, tokenizer, every dataset row, LoRA targets,
+ * schedule and optimizer names) is checked before {@code output_dir} is touched, so bad input never leaves a
+ * half-written run behind.
+ */
+public final class SingleDeviceBackend {
+    /** Tokens of the before/after sample. */
+    public static final int SAMPLE_TOKENS = 64;
+
+    /**
+     * @param samplePrompt the text of the before/after sample, or {@code null} to take it from the data
+     * @param out where the data report, the adapter summary, samples and the result go (the progress is logged)
+     */
+    public record Settings(String samplePrompt, PrintStream out) {}
+
+    /** What a finished run reports. */
+    public record Result(Path outputDir, Trainer.Summary summary, String sampleBefore, String sampleAfter) {}
+
+    private SingleDeviceBackend() {}
+
+    /** Refuses what this backend cannot run, before any work: sharded runs and objectives other than SFT. */
+    public static void requireRunnable(Recipe recipe) {
+        boolean wantsFsdp = recipe.backend() == Recipe.Backend.FSDP
+                || (recipe.backend() == Recipe.Backend.AUTO
+                        && (recipe.distributed().sharded() || recipe.hardware().devices() > 1));
+        if (wantsFsdp) {
+            throw new UserError("backend", "this recipe needs the fsdp backend (torchrun/FSDP2 over "
+                    + recipe.hardware().devices() + " GPUs), which is not in this build",
+                    "train on one device with backend: single and without fsdp_config (hardware: {gpus: 1} or cpu)");
+        }
+        if (!(recipe.objective() instanceof Recipe.Objective.Sft)) {
+            String name = recipe.objective() instanceof Recipe.Objective.Dpo ? "dpo" : "grpo";
+            throw new UserError("rl", "rl: " + name + " is not in this build's single-device trainer yet",
+                    "remove rl: to fine-tune with SFT");
+        }
+    }
+
+    public static Result train(ValidatedRecipe validated, Settings settings) {
+        Recipe recipe = validated.recipe();
+        PrintStream out = settings.out();
+        requireRunnable(recipe);
+        Path modelDir = localModel(recipe.model().baseModel());
+        Tokenizer tokenizer = Tokenizer.load(recipe.model().tokenizerConfig() != null
+                ? localModel(recipe.model().tokenizerConfig()) : modelDir);
+        DataOptions dataOptions = dataOptions(recipe);
+        PreparedData data = DataPipeline.prepare(recipe.data().datasets(), dataOptions, tokenizer);
+        PreparedData tests = recipe.data().testDatasets().isEmpty() ? null
+                : DataPipeline.prepare(recipe.data().testDatasets(), dataOptions.withValSetSize(0), tokenizer);
+        out.print(data.report().describe());
+        Sample sample = Sample.of(data, tokenizer, settings.samplePrompt(), SAMPLE_TOKENS);
+
+        int micro = validated.plan().micro();
+        int evalMicro = recipe.batch().evalBatchSize() != null ? recipe.batch().evalBatchSize() : micro;
+        List<SftBatch> train = SftBatches.of(data.trainBatches(0, micro));
+        List<SftBatch> eval = SftBatches.of(tests != null ? tests.trainBatches(0, evalMicro)
+                : data.evalBatches(evalMicro));
+        TrainingOptions options = RecipeOptions.from(recipe, validated.plan().accumulation(), train.size(),
+                DatasetIdentity.of(recipe.data().datasets()));
+        out.printf(Locale.ROOT, "training: %d micro batches per epoch, %d optimizer steps, eval on %d micro batches%n",
+                train.size(), Trainer.totalSteps(options, train.size()), eval.size());
+
+        Engine.getInstance();
+        try (NDManager manager = NDManager.newBaseManager()) {
+            BuiltModel built = BuiltModel.forTraining(recipe, modelDir, manager);
+            out.print(built.describe());
+            String before = sample.text(built.model(), tokenizer);
+            out.println("sample before training: " + quoted(before));
+
+            Path outputDir = options.outputDir();
+            RunFiles.start(outputDir, validated, tokenizer.directory());
+            Trainer<SftBatch> trainer = new Trainer<>(built.trainable(), new SftObjective(), train, eval, options,
+                    manager, new Trainer.Listener() {});
+            Trainer.Summary summary = trainer.run();
+            built.trainable().setTraining(false);
+            built.save(outputDir, recipe);
+            String after = sample.text(built.model(), tokenizer);
+            out.println("sample after training:  " + quoted(after));
+            if (!Double.isNaN(summary.firstEvalLoss())) {
+                out.printf(Locale.ROOT, "eval loss: %.4f -> %.4f (%+.1f%%)%n", summary.firstEvalLoss(),
+                        summary.lastEvalLoss(), 100 * (summary.lastEvalLoss() / summary.firstEvalLoss() - 1));
+            }
+            out.printf(Locale.ROOT, "saved %s to %s%n", built.savedWhat(), outputDir);
+            return new Result(outputDir, summary, before, after);
+        } finally {
+            tokenizer.close();
+        }
+    }
+
+    /** The recipe's top-level data settings; rows the pipeline cannot read stop the run (Axolotl's behaviour). */
+    static DataOptions dataOptions(Recipe recipe) {
+        return new DataOptions(recipe.training().sequenceLen(), recipe.data().trainOnInputs(),
+                recipe.training().samplePacking(), recipe.data().valSetSize(), recipe.training().seed(),
+                DataOptions.ExcessLength.DROP, false, recipe.model().chatTemplate(), recipe.model().chatTemplateJinja());
+    }
+
+    /** This build reads models from local folders only and never downloads. */
+    static Path localModel(String name) {
+        Path dir = Path.of(name);
+        if (!Files.isDirectory(dir)) {
+            throw new UserError("base_model", "'" + name + "' is not a local model folder, and this build never downloads",
+                    "download the model (config.json, safetensors, tokenizer.json) and point base_model at its folder");
+        }
+        return dir;
+    }
+
+    private static String quoted(String text) {
+        return "\"" + text.replace("\n", "\\n") + "\"";
+    }
+}
