@@ -4,12 +4,11 @@ import ai.djl.ndarray.NDManager;
 import com.google.gson.JsonArray;
 import com.google.gson.JsonObject;
 import dev.finetune.recipes.UserError;
-import dev.finetune.recipes.model.ModelConfig;
 import dev.finetune.trainers.generation.Completion;
 import dev.finetune.trainers.generation.GenerationSettings;
 import dev.finetune.trainers.generation.Generator;
 import dev.finetune.trainers.model.LlamaModel;
-import dev.finetune.trainers.model.LoadOptions;
+import dev.finetune.trainers.backend.SavedModels;
 import dev.finetune.trainers.text.Tokenizer;
 import dev.finetune.trainers.train.output.PeakMemory;
 import java.io.PrintWriter;
@@ -30,13 +29,14 @@ import picocli.CommandLine.Spec;
 
 /** {@code finetune generate MODEL_DIR}: continue a prompt with a model, for people (text) or machines (--json). */
 @Command(name = "generate", mixinStandardHelpOptions = true,
-        description = "Continue a prompt with a model directory (Hugging Face layout, safetensors weights).")
+        description = "Continue a prompt with a model directory (Hugging Face layout, safetensors weights) or a"
+                + " training output_dir holding a LoRA adapter.")
 final class GenerateCommand implements Callable<Integer> {
 
     @Spec
     CommandSpec spec;
 
-    @Parameters(index = "0", paramLabel = "MODEL_DIR", description = "A model directory with config.json and safetensors weights.")
+    @Parameters(index = "0", paramLabel = "MODEL_DIR", description = "A model directory with config.json and safetensors weights, or a LoRA run's output_dir.")
     Path modelDir;
 
     @Option(names = "--prompt", paramLabel = "TEXT",
@@ -83,7 +83,9 @@ final class GenerateCommand implements Callable<Integer> {
             throw new UserError(modelDir.toString(), "model directory not found", "give a directory holding config.json and model.safetensors");
         }
         // Text needs the tokenizer; ids are decoded with it when the model has one, and printed as numbers otherwise.
-        try (Tokenizer tokenizer = prompt != null || Files.isRegularFile(modelDir.resolve("tokenizer.json")) ? Tokenizer.load(modelDir) : null) {
+        // A LoRA run's output_dir holds the tokenizer; a merged or plain model folder usually does too.
+        Path tokenizerDir = SavedModels.tokenizerDir(modelDir);
+        try (Tokenizer tokenizer = prompt != null || Files.isRegularFile(tokenizerDir.resolve("tokenizer.json")) ? Tokenizer.load(tokenizerDir) : null) {
             List<long[]> prompts = parsedIds != null ? parsedIds : encode(tokenizer);
             return generate(prompts, tokenizer);
         }
@@ -99,7 +101,7 @@ final class GenerateCommand implements Callable<Integer> {
 
     private int generate(List<long[]> prompts, Tokenizer tokenizer) {
         // Checked before the engine starts, so a typo costs no model load.
-        int vocabulary = ModelConfig.read(modelDir).vocabSize();
+        int vocabulary = SavedModels.config(modelDir).vocabSize();
         for (int p = 0; p < prompts.size(); p++) {
             for (long id : prompts.get(p)) {
                 if (id < 0 || id >= vocabulary) {
@@ -111,7 +113,7 @@ final class GenerateCommand implements Callable<Integer> {
         GenerationSettings settings = new GenerationSettings(maxNewTokens, greedy ? 0f : temperature, topK, topP, seed, Set.of(), List.of());
         try (NDManager manager = NDManager.newBaseManager()) {
             long started = System.nanoTime();
-            LlamaModel model = LlamaModel.load(modelDir, manager, LoadOptions.inference());
+            LlamaModel model = SavedModels.load(modelDir, manager);
             // Looked up here, not in a static field: picocli instantiates every subcommand at start-up, and
             // initialising Log4j there would cost `finetune validate` a fifth of a second.
             LogManager.getLogger(GenerateCommand.class).info(String.format("loaded %s: %.1f MiB of float32 weights in %.2f s, peak resident memory %.1f MiB", modelDir,

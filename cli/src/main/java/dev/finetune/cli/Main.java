@@ -22,7 +22,8 @@ import picocli.CommandLine.Parameters;
         version = "finetune 0.1.0",
         description = "Fine-tune large language models from one YAML recipe.%n"
                 + "With a recipe and no command: validate it, print the batch plan, then train.",
-        subcommands = {ValidateCommand.class, PlanCommand.class, ConfigsCommand.class, GenerateCommand.class, BenchGenerateCommand.class})
+        subcommands = {ValidateCommand.class, PlanCommand.class, ConfigsCommand.class, GenerateCommand.class,
+                MergeLoraCommand.class, BenchGenerateCommand.class})
 public final class Main implements Callable<Integer> {
 
     public static final int OK = 0;

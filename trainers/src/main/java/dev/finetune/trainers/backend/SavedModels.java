@@ -1,0 +1,161 @@
+package dev.finetune.trainers.backend;
+
+import ai.djl.ndarray.NDArray;
+import ai.djl.ndarray.NDManager;
+import dev.finetune.adapters.NamedArray;
+import dev.finetune.adapters.io.SafetensorsDtype;
+import dev.finetune.adapters.io.SafetensorsReader;
+import dev.finetune.adapters.io.SafetensorsWriter;
+import dev.finetune.adapters.lora.LoraFactory;
+import dev.finetune.adapters.peft.AdapterConfig;
+import dev.finetune.adapters.peft.AdapterFiles;
+import dev.finetune.adapters.peft.AdapterWeights;
+import dev.finetune.adapters.peft.LoraMerge;
+import dev.finetune.recipes.AdapterSpec;
+import dev.finetune.recipes.UserError;
+import dev.finetune.recipes.model.ModelConfig;
+import dev.finetune.trainers.model.LlamaModel;
+import dev.finetune.trainers.model.LoadOptions;
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+
+/**
+ * Models as training leaves them: a Hugging Face model folder ({@code config.json} + safetensors), or an output
+ * folder holding a PEFT LoRA adapter whose base is named by {@code adapter_config.json} (or, when that path no
+ * longer exists, by the run's {@code recipe.resolved.yaml}).
+ */
+public final class SavedModels {
+    private static final Pattern BASE_MODEL_LINE = Pattern.compile("(?m)^base_model:\\s*(.+?)\\s*$");
+
+    private SavedModels() {}
+
+    /** True for a folder with an adapter and no full weights of its own. */
+    public static boolean isAdapter(Path dir) {
+        return Files.isRegularFile(dir.resolve(AdapterConfig.FILE_NAME)) && !Files.isRegularFile(dir.resolve("config.json"));
+    }
+
+    /** The model folder whose {@code config.json} describes {@code dir}'s architecture. */
+    public static Path architectureDir(Path dir) {
+        requireFolder(dir);
+        return isAdapter(dir) ? baseOf(dir) : dir;
+    }
+
+    public static ModelConfig config(Path dir) {
+        return ModelConfig.read(architectureDir(dir));
+    }
+
+    /** Where the tokenizer of {@code dir} is: its own copy (training writes one), else the base model's. */
+    public static Path tokenizerDir(Path dir) {
+        return Files.isRegularFile(dir.resolve("tokenizer.json")) ? dir : architectureDir(dir);
+    }
+
+    /** The base model folder of an adapter folder. */
+    public static Path baseOf(Path adapterDir) {
+        AdapterConfig config = AdapterConfig.read(adapterDir);
+        List<String> tried = new ArrayList<>();
+        List<Path> candidates = new ArrayList<>();
+        if (config.baseModelNameOrPath() != null) {
+            candidates.add(adapterDir.resolve(config.baseModelNameOrPath()));
+        }
+        Path recipe = adapterDir.resolve(RunFiles.RESOLVED_RECIPE);
+        if (Files.isRegularFile(recipe)) {
+            try {
+                Matcher line = BASE_MODEL_LINE.matcher(Files.readString(recipe, StandardCharsets.UTF_8));
+                if (line.find()) {
+                    candidates.add(adapterDir.resolve(line.group(1).replaceAll("^['\"]|['\"]$", "")));
+                }
+            } catch (IOException e) {
+                throw new UserError(recipe.toString(), "cannot read: " + e.getMessage(), "check the file's permissions");
+            }
+        }
+        for (Path candidate : candidates) {
+            if (Files.isRegularFile(candidate.resolve("config.json"))) {
+                return candidate.normalize();
+            }
+            tried.add(candidate.normalize().toString());
+        }
+        throw new UserError(adapterDir.resolve(AdapterConfig.FILE_NAME).toString(),
+                "the adapter's base model is not a local model folder (tried " + (tried.isEmpty() ? "nothing: no base recorded" : String.join(", ", tried)) + ")",
+                "set base_model_name_or_path in adapter_config.json to the base model's folder");
+    }
+
+    /** Loads {@code dir} for inference: a full model as it is, an adapter on top of its base. */
+    public static LlamaModel load(Path dir, NDManager manager) {
+        requireFolder(dir);
+        if (!isAdapter(dir)) {
+            return LlamaModel.load(dir, manager, LoadOptions.inference());
+        }
+        AdapterFiles.Saved saved = AdapterFiles.read(dir, manager);
+        LoraFactory factory = new LoraFactory(spec(saved.config()), manager, 0);
+        LlamaModel model = LlamaModel.load(baseOf(dir), manager, LoadOptions.adapters(factory));
+        factory.requireMatches();
+        AdapterWeights.load(model.trainable(), saved.tensors(), dir.resolve(AdapterFiles.WEIGHTS_FILE).toString());
+        for (NamedArray parameter : model.trainable()) {
+            parameter.array().setRequiresGradient(false);
+        }
+        return model;
+    }
+
+    /**
+     * Folds the adapter of {@code adapterDir} into its base and writes a complete Hugging Face model folder to
+     * {@code out}: {@code model.safetensors} (float32), the base's {@code config.json}, the tokenizer files.
+     * The folder is written under a temporary name and renamed, so {@code out} is either complete or absent.
+     */
+    public static void mergeLora(Path adapterDir, Path out) {
+        requireFolder(adapterDir);
+        if (!Files.isRegularFile(adapterDir.resolve(AdapterConfig.FILE_NAME))) {
+            throw new UserError(adapterDir.toString(), "no " + AdapterConfig.FILE_NAME + " here: nothing to merge",
+                    "give the output_dir of a LoRA or QLoRA run");
+        }
+        if (Files.exists(out)) {
+            throw new UserError(out.toString(), "already exists", "remove it or choose another --out");
+        }
+        Path base = baseOf(adapterDir);
+        try (NDManager manager = NDManager.newBaseManager()) {
+            AdapterFiles.Saved adapter = AdapterFiles.read(adapterDir, manager);
+            Map<String, NDArray> weights = new LinkedHashMap<>();
+            try (SafetensorsReader reader = SafetensorsReader.open(base)) {
+                for (String name : reader.names()) {
+                    weights.put(name, reader.load(name, manager));
+                }
+            }
+            Map<String, NDArray> merged = LoraMerge.merge(weights, adapter.config(), adapter.tensors(),
+                    adapterDir.resolve(AdapterFiles.WEIGHTS_FILE).toString());
+            List<NamedArray> named = new ArrayList<>();
+            merged.forEach((name, array) -> named.add(new NamedArray(name, array)));
+            Path parent = out.toAbsolutePath().getParent();
+            Files.createDirectories(parent);
+            Path staging = Files.createTempDirectory(parent, "." + out.getFileName() + "-");
+            SafetensorsWriter.write(staging.resolve(SafetensorsReader.SINGLE_FILE), named, SafetensorsDtype.F32,
+                    Map.of("format", "pt"));
+            Files.copy(base.resolve("config.json"), staging.resolve("config.json"));
+            RunFiles.copyTokenizer(tokenizerDir(adapterDir), staging);
+            Files.move(staging, out, java.nio.file.StandardCopyOption.ATOMIC_MOVE);
+        } catch (IOException e) {
+            throw new UserError(out.toString(), "cannot write the merged model: " + e.getMessage(),
+                    "check that the folder is writable and the disk has space", e);
+        }
+    }
+
+    /** The recipe-side spec that rebuilds exactly the layers the saved adapter covers. */
+    static AdapterSpec.Lora spec(AdapterConfig config) {
+        List<String> targets = config.targets() instanceof AdapterConfig.Targets.Names names
+                ? names.names() : List.of(((AdapterConfig.Targets.Regex) config.targets()).pattern());
+        return new AdapterSpec.Lora(config.r(), config.loraAlpha(), 0, targets, false, config.useRslora(), null);
+    }
+
+    private static void requireFolder(Path dir) {
+        if (!Files.isDirectory(dir)) {
+            throw new UserError(dir.toString(), "model folder not found",
+                    "give a folder with config.json and model.safetensors, or a training output_dir with an adapter");
+        }
+    }
+}
