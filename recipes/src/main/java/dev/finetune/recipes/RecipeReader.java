@@ -724,7 +724,15 @@ final class RecipeReader {
         if (outputDir == null || outputDir.isBlank()) {
             outputDir = "./model-out";
         }
-        String resume = top.string("resume_from_checkpoint", null);
+        // true (the newest complete checkpoint, as the HF Trainer reads it) or a checkpoint folder
+        YamlNode resumeNode = top.node("resume_from_checkpoint");
+        String resume = null;
+        if (resumeNode instanceof Scalar r && r.value() != null) {
+            resume = r.value() instanceof Boolean b ? b.toString() : r.text();
+        } else if (resumeNode != null && !(resumeNode instanceof Scalar)) {
+            problems.error(resumeNode.where(), "resume_from_checkpoint must be true or a checkpoint folder, got "
+                    + YamlNode.describe(resumeNode), "write resume_from_checkpoint: true");
+        }
         boolean autoResume = top.bool("auto_resume_from_checkpoints", false);
         String loraModelDir = top.string("lora_model_dir", null);
         String saveStrategy = top.choice("save_strategy", null, List.of("no", "epoch", "steps", "best"));

@@ -85,12 +85,12 @@ class RecipeLoadingTest {
     void quickstartPlanCountsTheLocalRows() {
         ValidatedRecipe v = ValidatedRecipe.load(repoRoot().resolve("configs/quickstart.yaml"), List.of());
         BatchPlan plan = v.plan();
-        // 10 rows, micro 2 x 1 rank x accumulation 1: 5 steps per epoch, 3 epochs.
-        assertEquals(10L, plan.rows());
-        assertEquals(2, plan.global());
-        assertEquals(5L, plan.stepsPerEpoch());
-        assertEquals(15L, plan.totalSteps());
-        assertEquals(2L * 256, plan.tokensPerStep());
+        // 360 rows, 10 % held out: 324 train rows; micro 4 x 1 rank x accumulation 1: 81 steps per epoch, 2 epochs.
+        assertEquals(360L, plan.rows());
+        assertEquals(4, plan.global());
+        assertEquals(81L, plan.stepsPerEpoch());
+        assertEquals(162L, plan.totalSteps());
+        assertEquals(4L * 256, plan.tokensPerStep());
     }
 
     @Test

@@ -80,6 +80,7 @@ public final class SingleDeviceBackend {
                 : data.evalBatches(evalMicro));
         TrainingOptions options = RecipeOptions.from(recipe, validated.plan().accumulation(), train.size(),
                 DatasetIdentity.of(recipe.data().datasets()));
+        Trainer.requireResumable(options, train.size());
         out.printf(Locale.ROOT, "training: %d micro batches per epoch, %d optimizer steps, eval on %d micro batches%n",
                 train.size(), Trainer.totalSteps(options, train.size()), eval.size());
 

@@ -1,5 +1,6 @@
 package dev.finetune.trainers.train;
 
+import dev.finetune.recipes.AdapterSpec;
 import dev.finetune.recipes.Recipe;
 import dev.finetune.recipes.UserError;
 import dev.finetune.trainers.train.optim.LrSchedule;
@@ -101,7 +102,20 @@ public final class RecipeOptions {
     static Map<String, String> resumeInvariants(Recipe recipe, String datasetIdentity) {
         Map<String, String> keys = new TreeMap<>();
         keys.put("base_model", recipe.model().baseModel());
-        keys.put("adapter", String.valueOf(recipe.adapter()));
+        // by recipe key, so a refusal names the key that changed ("lora_r: 8 → 4")
+        if (recipe.adapter() instanceof AdapterSpec.Lora lora) {
+            keys.put("adapter", lora.quantized() ? "qlora" : "lora");
+            keys.put("lora_r", Integer.toString(lora.r()));
+            keys.put("lora_alpha", Double.toString(lora.alpha()));
+            keys.put("lora_target_modules", String.valueOf(lora.targetModules()));
+            keys.put("lora_target_linear", Boolean.toString(lora.targetAllLinear()));
+            keys.put("peft_use_rslora", Boolean.toString(lora.useRslora()));
+            if (lora.quantized()) {
+                keys.put("bnb_4bit", String.valueOf(lora.quantization()));
+            }
+        } else {
+            keys.put("adapter", "full");
+        }
         keys.put("datasets", datasetIdentity);
         keys.put("sequence_len", Integer.toString(recipe.training().sequenceLen()));
         keys.put("sample_packing", Boolean.toString(recipe.training().samplePacking()));

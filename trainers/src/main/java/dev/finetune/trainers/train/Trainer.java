@@ -96,8 +96,7 @@ public final class Trainer<B extends Batch> {
         int perEpoch = train.size();
         long totalSteps = totalSteps(options, perEpoch);
         long warmupSteps = LrSchedule.warmupUpdates(options.warmupSteps(), options.warmupRatio(), totalSteps);
-        Map<String, String> resumeKeys = new TreeMap<>(options.resumeInvariants());
-        resumeKeys.put("micro_batches_per_epoch", Integer.toString(perEpoch));
+        Map<String, String> resumeKeys = resumeKeys(options, perEpoch);
         List<NamedArray> params = model.trainable();
         AdamW optimizer = new AdamW(params, new AdamW.Hyper(options.adamBeta1(), options.adamBeta2(),
                 options.adamEpsilon(), options.weightDecay()), manager);
@@ -107,7 +106,7 @@ public final class Trainer<B extends Batch> {
         JniUtils.setGradMode(false);
         long step = 0;
         MetricsLog metrics;
-        Path resumeFrom = resumeFolder(checkpoints);
+        Path resumeFrom = resumeFolder(options, checkpoints);
         if (resumeFrom != null) {
             TrainerState state = restore(resumeFrom, resumeKeys, params, optimizer);
             step = state.globalStep();
@@ -239,7 +238,25 @@ public final class Trainer<B extends Batch> {
         metrics.forEach((name, value) -> sums.merge(name, value * weight, Double::sum));
     }
 
-    private Path resumeFolder(CheckpointStore checkpoints) {
+    /**
+     * Refuses a resume that {@link #run} would refuse, without loading anything: lets a caller check before it
+     * writes into {@code output_dir}.
+     */
+    public static void requireResumable(TrainingOptions options, int microBatchesPerEpoch) {
+        Path folder = resumeFolder(options, new CheckpointStore(options.outputDir(), options.saveTotalLimit()));
+        if (folder != null) {
+            ResumeKeys.requireUnchanged(CheckpointStore.readState(folder), resumeKeys(options, microBatchesPerEpoch),
+                    folder.toString());
+        }
+    }
+
+    private static Map<String, String> resumeKeys(TrainingOptions options, int microBatchesPerEpoch) {
+        Map<String, String> keys = new TreeMap<>(options.resumeInvariants());
+        keys.put("micro_batches_per_epoch", Integer.toString(microBatchesPerEpoch));
+        return keys;
+    }
+
+    private static Path resumeFolder(TrainingOptions options, CheckpointStore checkpoints) {
         TrainingOptions.Resume resume = options.resumeFromCheckpoint();
         if (resume instanceof TrainingOptions.Resume.From from) {
             return checkpoints.resolve("resume_from_checkpoint", from.folder());

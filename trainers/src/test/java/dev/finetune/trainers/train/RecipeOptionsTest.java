@@ -73,7 +73,9 @@ class RecipeOptionsTest {
                 "d").resumeInvariants();
         Map<String, String> rank16 = RecipeOptions.from(recipe("cosine", 5, null, null, null, null, 16, null), 1, 10,
                 "d").resumeInvariants();
-        assertNotEquals(rank8.get("adapter"), rank16.get("adapter"));
+        assertEquals("8", rank8.get("lora_r"));
+        assertNotEquals(rank8.get("lora_r"), rank16.get("lora_r"));
+        assertEquals(rank8.get("adapter"), rank16.get("adapter"));
     }
 
     @Test
