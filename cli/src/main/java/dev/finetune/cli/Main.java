@@ -54,7 +54,6 @@ public final class Main implements Callable<Integer> {
 
     /** Trains in this JVM; the backend refuses sharded recipes before doing any work. */
     int dispatchTraining(ValidatedRecipe validated) {
-        SingleDeviceBackend.requireRunnable(validated.recipe());
         SingleDeviceBackend.train(validated, new SingleDeviceBackend.Settings(samplePrompt, System.out));
         return OK;
     }
