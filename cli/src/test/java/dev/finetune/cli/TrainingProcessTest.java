@@ -96,7 +96,7 @@ class TrainingProcessTest {
                 "output_dir=run");
         assertEquals(0, train.exit(), train.err());
         assertTrue(train.out().contains("data: 324 train / 36 eval examples"), train.out());
-        assertTrue(train.out().contains("model: LoRA on 35 linear layers"), train.out());
+        assertTrue(train.out().contains("model: LoRA r=8 alpha=16 on 35 linear layers"), train.out());
         assertTrue(train.out().contains("sample before training: \"Once upon a time"), train.out());
         assertTrue(train.out().contains("sample after training:  \"Once upon a time"), train.out());
 

@@ -33,11 +33,13 @@ import java.util.TreeMap;
 final class BuiltModel {
     private final LlamaModel model;
     private final LoraFactory lora;
+    private final AdapterSpec.Lora spec;
     private final TrainableModel<LlamaTrainable.Shared> trainable;
 
-    private BuiltModel(LlamaModel model, LoraFactory lora) {
+    private BuiltModel(LlamaModel model, LoraFactory lora, AdapterSpec.Lora spec) {
         this.model = model;
         this.lora = lora;
+        this.spec = spec;
         this.trainable = new Switched(new LlamaTrainable(model), lora);
     }
 
@@ -46,9 +48,9 @@ final class BuiltModel {
             LoraFactory factory = new LoraFactory(spec, manager, recipe.training().seed());
             LlamaModel model = LlamaModel.load(modelDir, manager, LoadOptions.adapters(factory));
             factory.requireMatches();
-            return new BuiltModel(model, factory);
+            return new BuiltModel(model, factory, spec);
         }
-        return new BuiltModel(LlamaModel.load(modelDir, manager, LoadOptions.fullFineTune()), null);
+        return new BuiltModel(LlamaModel.load(modelDir, manager, LoadOptions.fullFineTune()), null, null);
     }
 
     LlamaModel model() {
@@ -73,8 +75,13 @@ final class BuiltModel {
         List<String> parts = new ArrayList<>();
         byModule.forEach((module, count) -> parts.add(module + " x" + count));
         long base = LlamaModel.expectedShapes(model.config()).values().stream().mapToLong(s -> s.size()).sum();
-        return String.format(Locale.ROOT, "model: LoRA on %d linear layers (%s); %,d trainable parameters, %.2f%% of %,d%n",
-                matched.size(), String.join(", ", parts), trained, 100.0 * trained / base, base);
+        return String.format(Locale.ROOT, "model: %s r=%d alpha=%s on %d linear layers (%s); %,d trainable parameters, %.2f%% of %,d%n",
+                spec.quantized() ? "QLoRA (NF4 base weights)" : "LoRA", spec.r(), number(spec.alpha()), matched.size(),
+                String.join(", ", parts), trained, 100.0 * trained / base, base);
+    }
+
+    private static String number(double value) {
+        return value == Math.rint(value) ? Long.toString((long) value) : Double.toString(value);
     }
 
     /** What {@link #save} writes, for the closing line. */
@@ -90,7 +97,6 @@ final class BuiltModel {
         try {
             Files.createDirectories(outputDir);
             if (lora != null) {
-                AdapterSpec.Lora spec = (AdapterSpec.Lora) recipe.adapter();
                 Path staging = Files.createTempDirectory(outputDir, ".adapter-");
                 AdapterFiles.write(staging, AdapterConfig.of(spec, lora.peftTargets(), recipe.model().baseModel()),
                         model.trainable());

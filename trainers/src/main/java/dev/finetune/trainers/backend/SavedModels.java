@@ -98,9 +98,6 @@ public final class SavedModels {
         LlamaModel model = LlamaModel.load(baseOf(dir), manager, LoadOptions.adapters(factory));
         factory.requireMatches();
         AdapterWeights.load(model.trainable(), saved.tensors(), dir.resolve(AdapterFiles.WEIGHTS_FILE).toString());
-        for (NamedArray parameter : model.trainable()) {
-            parameter.array().setRequiresGradient(false);
-        }
         return model;
     }
 

@@ -81,7 +81,7 @@ public final class SingleDeviceBackend {
         TrainingOptions options = RecipeOptions.from(recipe, validated.plan().accumulation(), train.size(),
                 DatasetIdentity.of(recipe.data().datasets()));
         Trainer.requireResumable(options, train.size());
-        out.printf(Locale.ROOT, "training: %d micro batches per epoch, %d optimizer steps, eval on %d micro batches%n",
+        out.printf(Locale.ROOT, "training: %d micro batches per epoch (as packed), %d optimizer steps, eval on %d micro batches%n",
                 train.size(), Trainer.totalSteps(options, train.size()), eval.size());
 
         Engine.getInstance();
