@@ -8,6 +8,7 @@ import dev.finetune.adapters.io.SafetensorsWriter;
 import dev.finetune.adapters.lora.LoraFactory;
 import dev.finetune.adapters.peft.AdapterConfig;
 import dev.finetune.adapters.peft.AdapterFiles;
+import dev.finetune.adapters.peft.AdapterWeights;
 import dev.finetune.recipes.AdapterSpec;
 import dev.finetune.recipes.Recipe;
 import dev.finetune.recipes.UserError;
@@ -51,6 +52,18 @@ final class BuiltModel {
             return new BuiltModel(model, factory, spec);
         }
         return new BuiltModel(LlamaModel.load(modelDir, manager, LoadOptions.fullFineTune()), null, null);
+    }
+
+    /** {@code lora_model_dir}: starts the adapters from a saved PEFT adapter instead of B = 0. */
+    void loadAdapter(Path adapterDir, NDManager manager) {
+        if (lora == null) {
+            throw new UserError("lora_model_dir", "a saved adapter needs adapter: lora or qlora",
+                    "set adapter: lora with the rank and targets the adapter was trained with, or remove lora_model_dir");
+        }
+        try (NDManager loading = manager.newSubManager()) {
+            AdapterFiles.Saved saved = AdapterFiles.read(adapterDir, loading);
+            AdapterWeights.load(model.trainable(), saved.tensors(), adapterDir.resolve(AdapterFiles.WEIGHTS_FILE).toString());
+        }
     }
 
     LlamaModel model() {

@@ -19,6 +19,8 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
 import java.util.Locale;
+import org.apache.logging.log4j.LogManager;
+import org.apache.logging.log4j.Logger;
 
 /**
  * {@code backend: single}: the whole run in this JVM on one device, from a validated recipe to the output folder.
@@ -28,6 +30,7 @@ import java.util.Locale;
  * half-written run behind.
  */
 public final class SingleDeviceBackend {
+    private static final Logger LOG = LogManager.getLogger(SingleDeviceBackend.class);
     /** Tokens of the before/after sample. */
     public static final int SAMPLE_TOKENS = 64;
 
@@ -63,6 +66,9 @@ public final class SingleDeviceBackend {
         Recipe recipe = validated.recipe();
         PrintStream out = settings.out();
         requireRunnable(recipe);
+        for (String setting : notActedOn(recipe)) {
+            LOG.warn("warning: {} (the single-device trainer does not act on it yet)", setting);
+        }
         Path modelDir = localModel(recipe.model().baseModel());
         Tokenizer tokenizer = Tokenizer.load(recipe.model().tokenizerConfig() != null
                 ? localModel(recipe.model().tokenizerConfig()) : modelDir);
@@ -87,6 +93,9 @@ public final class SingleDeviceBackend {
         Engine.getInstance();
         try (NDManager manager = NDManager.newBaseManager()) {
             BuiltModel built = BuiltModel.forTraining(recipe, modelDir, manager);
+            if (recipe.output().loraModelDir() != null) {
+                built.loadAdapter(Path.of(recipe.output().loraModelDir()), manager);
+            }
             out.print(built.describe());
             String before = sample.text(built.model(), tokenizer);
             out.println("sample before training: " + quoted(before));
@@ -109,6 +118,24 @@ public final class SingleDeviceBackend {
         } finally {
             tokenizer.close();
         }
+    }
+
+    /** Settings the recipe may hold that this trainer accepts but does not carry out, said rather than hidden. */
+    static List<String> notActedOn(Recipe recipe) {
+        List<String> settings = new java.util.ArrayList<>();
+        if (recipe.data().preparedPath() != null) {
+            settings.add("dataset_prepared_path: the data is tokenized again on every start");
+        }
+        if (recipe.output().earlyStoppingPatience() != null) {
+            settings.add("early_stopping_patience: training runs all its steps");
+        }
+        if ("best".equals(recipe.output().saveStrategy())) {
+            settings.add("save_strategy: best: checkpoints are saved by save_steps");
+        }
+        if (recipe.training().evalSamplePacking() != recipe.training().samplePacking()) {
+            settings.add("eval_sample_packing: evaluation is packed exactly when sample_packing is on");
+        }
+        return settings;
     }
 
     /** The recipe's top-level data settings; rows the pipeline cannot read stop the run (Axolotl's behaviour). */

@@ -127,9 +127,13 @@ public final class CheckpointStore {
         return target;
     }
 
-    /** The folder {@code resume_from_checkpoint} names: {@code true} picks the newest complete one. */
+    /**
+     * The folder {@code resume_from_checkpoint} names: a path as the HF Trainer reads it (from the working
+     * directory), or relative to {@code output_dir} ({@code checkpoint-40}).
+     */
     public Path resolve(String where, Path requested) {
-        Path folder = requested.isAbsolute() ? requested : outputDir.resolve(requested);
+        Path folder = requested.isAbsolute() || Files.isRegularFile(requested.resolve(STATE))
+                ? requested : outputDir.resolve(requested);
         if (!Files.isRegularFile(folder.resolve(STATE))) {
             throw new UserError(where, folder + " is not a complete checkpoint (it has no " + STATE + ")",
                     "name a checkpoint-N folder that holds " + STATE + ", or use resume_from_checkpoint: true");
