@@ -5,7 +5,33 @@ package dev.finetune.recipes.plan;
  * under eager PyTorch and under a compiled or fused graph, and the loss can hold several full copies of the logits or
  * one chunk (research/memory-anchors.md §2.4–2.5).
  */
-public record Kernels(Layers layers, Loss loss) {
+public record Kernels(Layers layers, Loss loss, Attention attention) {
+
+    /** Fused attention, as every published measurement we compare with used. */
+    public Kernels(Layers layers, Loss loss) {
+        this(layers, loss, Attention.FUSED);
+    }
+
+    /** Whether the attention weights of every layer exist as a {@code [B, heads, T, T]} tensor. */
+    public enum Attention {
+        /** SDPA / FlashAttention: only a log-sum-exp per head and token is kept (counted in the per-token bytes). */
+        FUSED("fused attention"),
+        /**
+         * Composed from matmul, mask and softmax (the single-device DJL trainer): autograd keeps each layer's softmax
+         * output, {@code B × heads × T × T}, and the additive mask {@code B × T × T} in fp32 is shared by all layers.
+         */
+        SCORES("attention weights kept");
+
+        private final String label;
+
+        Attention(String label) {
+            this.label = label;
+        }
+
+        public String label() {
+            return label;
+        }
+    }
 
     /** What autograd keeps per decoder layer. */
     public enum Layers {
@@ -48,5 +74,10 @@ public record Kernels(Layers layers, Loss loss) {
     /** What our own trainers run: eager layers (DJL or the torch worker without compile) and a full loss. */
     public static Kernels ours() {
         return new Kernels(Layers.EAGER, Loss.FULL);
+    }
+
+    /** The single-device DJL trainer: eager layers, a full loss, attention composed of plain ops. */
+    public static Kernels singleDevice() {
+        return new Kernels(Layers.EAGER, Loss.FULL, Attention.SCORES);
     }
 }

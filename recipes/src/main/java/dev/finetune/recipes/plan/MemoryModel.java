@@ -27,9 +27,10 @@ public final class MemoryModel {
      * Resident set of the JVM with the PyTorch CPU runtime, outside model tensors: 158 MiB right after the engine
      * loads and runs one op (java -XX:+UseSerialGC, DJL 0.36, libtorch 2.7.1); a whole training run adds the C2
      * compiler's code, the tokenizer, the data pipeline's heap and autograd's scratch. Calibrated on the quickstart
-     * (stories260K LoRA, where every other term is 35 MiB): peak RSS 492 MiB with the launcher's JVM options.
+     * (stories260K LoRA, where every other term is 77 MiB): peak RSS 451 MiB with the launcher's JVM options. Checked
+     * on another shape: a full fine-tune at 16 × 512 tokens peaks at 1639 MiB, this model says 1305 MiB (-20 %).
      */
-    public static final long JVM_AND_LIBTORCH = 448L << 20;
+    public static final long JVM_AND_LIBTORCH = 384L << 20;
     /** Chunks of a chunked cross-entropy (torchtune's default). */
     static final int LOSS_CHUNKS = 8;
 
@@ -248,6 +249,15 @@ public final class MemoryModel {
                 how = perLayer + " B/token/layer (" + s.kernels().layers().label() + ") × " + layers + " layers × " + tokens + " tokens";
             }
             add("activations", how, bytes, EnumSet.of(Phase.FORWARD_BACKWARD));
+            if (s.kernels().attention() == Kernels.Attention.SCORES) {
+                long length = s.trainedSequenceLength();
+                long square = (long) s.sequencesPerMicroBatch() * length * length;
+                long keptLayers = s.gradientCheckpointing() ? 1 : layers;
+                add("attention_weights", keptLayers + " layer" + (keptLayers == 1 ? "" : "s") + " × "
+                        + s.sequencesPerMicroBatch() + " sequences × " + c.numAttentionHeads() + " heads × " + length
+                        + "² × " + act + " B, + the fp32 mask " + s.sequencesPerMicroBatch() + " × " + length + "² × 4 B",
+                        keptLayers * square * c.numAttentionHeads() * act + square * 4, EnumSet.of(Phase.FORWARD_BACKWARD));
+            }
         }
 
         private void logits() {

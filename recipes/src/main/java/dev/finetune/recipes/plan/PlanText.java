@@ -24,7 +24,8 @@ public final class PlanText {
         out.append("batch      micro ").append(s.microBatch()).append(" × ").append(s.ranks()).append(s.ranks() == 1 ? " rank" : " ranks")
                 .append(" × accumulation ").append(s.gradientAccumulation()).append(" = global ").append(s.globalBatch())
                 .append("; ").append((long) s.sequencesPerMicroBatch() * s.trainedSequenceLength()).append(" tokens per micro step\n");
-        out.append("kernels    ").append(s.kernels().layers().label()).append(", ").append(s.kernels().loss().label())
+        out.append("kernels    ").append(s.kernels().layers().label()).append(", ").append(s.kernels().attention().label())
+                .append(", ").append(s.kernels().loss().label())
                 .append(", gradient checkpointing ").append(s.gradientCheckpointing() ? "on" : "off").append('\n');
         out.append("devices    ").append(s.hardware().label()).append(", ").append(s.sharding().label()).append("\n\n");
 

@@ -30,7 +30,13 @@ public final class RecipeSetup {
         return new TrainingSetup(modelName, model, recipe.adapter(),
                 regime != null ? regime : regime(recipe, hardware), optimizer(t.optimizer()), micro, accumulation,
                 t.sequenceLen(), checkpointing, objective(recipe.objective(), t.sequenceLen(), generationBatch),
-                sharding(recipe, hardware), hardware, Kernels.ours());
+                sharding(recipe, hardware), hardware, runsInThisJvm(recipe, hardware) ? Kernels.singleDevice() : Kernels.ours());
+    }
+
+    /** Runs on the single-device DJL trainer rather than the torchrun worker (DESIGN.md §5 and §6). */
+    static boolean runsInThisJvm(Recipe recipe, Hardware hardware) {
+        return recipe.backend() == Recipe.Backend.SINGLE || (recipe.backend() == Recipe.Backend.AUTO
+                && !recipe.distributed().sharded() && hardware.devices() <= 1);
     }
 
     /** A LoRA whose targets name no linear of this architecture would train nothing (Phi-3 has no {@code q_proj}). */
