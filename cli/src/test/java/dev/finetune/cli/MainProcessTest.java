@@ -134,7 +134,7 @@ class MainProcessTest {
         // The copy lives elsewhere, so its data and model paths were re-pointed: it validates where it is.
         Run copied = run(work, "validate", target.toString());
         assertEquals(0, copied.exit(), copied.err());
-        assertTrue(copied.out().contains("dataset rows: 10"), copied.out());
+        assertTrue(copied.out().contains("dataset rows: 360"), copied.out());
         assertEquals(2, run(work, "configs", "cat", "no-such-recipe").exit());
     }
 }
