@@ -4,11 +4,16 @@ import dev.finetune.recipes.Finding;
 import dev.finetune.recipes.InvalidRecipe;
 import dev.finetune.recipes.UserError;
 import dev.finetune.recipes.ValidatedRecipe;
+import dev.finetune.recipes.plan.MemoryEstimate;
+import dev.finetune.recipes.plan.MemoryPlan;
+import dev.finetune.recipes.plan.PlanText;
+import dev.finetune.recipes.plan.RecipeSetup;
 import dev.finetune.trainers.backend.SingleDeviceBackend;
 import java.io.PrintWriter;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Locale;
 import java.util.concurrent.Callable;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
@@ -45,7 +50,28 @@ public final class Main implements Callable<Integer> {
         ValidatedRecipe validated = ValidatedRecipe.load(recipe, overrides);
         ValidateCommand.printWarnings(validated.warnings());
         System.out.print(validated.plan().describe());
+        requireFits(validated);
         return dispatchTraining(validated);
+    }
+
+    /** Refuses, before anything is loaded or written, a recipe whose memory plan exceeds the device it names. */
+    private void requireFits(ValidatedRecipe validated) {
+        MemoryPlan plan = PlanCommand.memoryPlan(validated, recipe, null,
+                RecipeSetup.hardware(validated.recipe().hardware()), null);
+        MemoryEstimate estimate = plan.estimate();
+        double gib = 1024.0 * 1024.0 * 1024.0;
+        System.out.printf(Locale.ROOT, "memory: peak %.2f GiB per device in %s, capacity %.1f GiB: %s%n",
+                estimate.peakBytes() / gib, estimate.peakPhase().label(), estimate.capacityBytes() / gib,
+                estimate.fits() ? "fits" : "does not fit");
+        if (!estimate.fits()) {
+            System.out.println();
+            System.out.print(PlanText.render(plan));
+            String fix = plan.remedies().isEmpty() ? "see `finetune plan` for the terms"
+                    : "for example: " + plan.remedies().get(0).change() + " (the plan above ranks every change that fits)";
+            throw new UserError(recipe.toString(), String.format(Locale.ROOT,
+                    "does not fit: peak %.1f GiB per device exceeds %.1f GiB by %.1f GiB",
+                    estimate.peakBytes() / gib, estimate.capacityBytes() / gib, -estimate.headroomBytes() / gib), fix);
+        }
     }
 
     @Option(names = "--sample-prompt", paramLabel = "TEXT",

@@ -71,6 +71,27 @@ final class PlanCommand implements Callable<Integer> {
     public Integer call() {
         ValidatedRecipe validated = ValidatedRecipe.load(recipe, overrides);
         ValidateCommand.printWarnings(validated.warnings());
+        BatchPlan batch = validated.plan();
+        MemoryPlan plan = memoryPlan(validated, recipe, modelConfig, hardware(validated.recipe()), regime());
+        if (json) {
+            System.out.println(PlanJson.render(plan));
+        } else {
+            System.out.print(batch.describe());
+            System.out.println();
+            System.out.print(PlanText.render(plan));
+        }
+        return plan.estimate().fits() ? Main.OK : Main.BAD_INPUT;
+    }
+
+    /**
+     * The memory plan of a validated recipe: the one path from a recipe to its estimate, shared by {@code plan} and
+     * by the check that runs before any training.
+     *
+     * @param modelConfig a config.json for a model the built-in table does not know, or {@code null}
+     * @param regime {@code null} for what our trainers run
+     */
+    static MemoryPlan memoryPlan(ValidatedRecipe validated, Path recipe, Path modelConfig, Hardware hardware,
+            PrecisionRegime regime) {
         Recipe r = validated.recipe();
         Path dir = recipe.toAbsolutePath().normalize().getParent();
         String base = r.model().baseModelConfig() != null ? r.model().baseModelConfig() : r.model().baseModel();
@@ -80,17 +101,9 @@ final class PlanCommand implements Callable<Integer> {
         }
         ModelSource.Found found = (ModelSource.Found) source;
         BatchPlan batch = validated.plan();
-        TrainingSetup setup = RecipeSetup.of(r, base + " (" + found.from() + ")", found.config(), hardware(r), regime(),
+        TrainingSetup setup = RecipeSetup.of(r, base + " (" + found.from() + ")", found.config(), hardware, regime,
                 batch.micro(), batch.accumulation(), batch.generationBatch());
-        MemoryPlan plan = MemoryPlan.of(setup);
-        if (json) {
-            System.out.println(PlanJson.render(plan));
-        } else {
-            System.out.print(batch.describe());
-            System.out.println();
-            System.out.print(PlanText.render(plan));
-        }
-        return plan.estimate().fits() ? Main.OK : Main.BAD_INPUT;
+        return MemoryPlan.of(setup);
     }
 
     private Hardware hardware(Recipe r) {
