@@ -41,12 +41,24 @@ public record Recipe(
      * @param valSetSize fraction of the training rows held out for evaluation (0 = none)
      * @param preparedPath {@code dataset_prepared_path}: where tokenized/packed data is cached, or {@code null}
      */
+    /**
+     * @param excessLength {@code excess_length_strategy}: what happens to an example longer than {@code sequence_len}
+     * @param skipInvalidRows {@code dataset_skip_invalid_rows} (ours; Axolotl stops at a broken row): skip and count
+     *     rows that cannot be read instead of stopping
+     */
     public record Data(
             List<DatasetSpec> datasets,
             List<DatasetSpec> testDatasets,
             double valSetSize,
             String preparedPath,
-            boolean trainOnInputs) {}
+            boolean trainOnInputs,
+            ExcessLength excessLength,
+            boolean skipInvalidRows) {}
+
+    /** Axolotl's {@code excess_length_strategy}; {@code drop} is its default. */
+    public enum ExcessLength {
+        DROP, TRUNCATE, RAISE
+    }
 
     /**
      * @param maxSteps overrides {@code numEpochs} when set

@@ -334,8 +334,10 @@ final class RecipeReader {
         }
         String prepared = top.string("dataset_prepared_path", null);
         boolean trainOnInputs = top.bool("train_on_inputs", false);
+        String excess = top.choice("excess_length_strategy", "drop", List.of("drop", "truncate", "raise"));
+        boolean skipInvalidRows = top.bool("dataset_skip_invalid_rows", false);
         return new Recipe.Data(datasets == null ? List.of() : datasets, tests == null ? List.of() : tests, valSetSize,
-                prepared, trainOnInputs);
+                prepared, trainOnInputs, Recipe.ExcessLength.valueOf(excess.toUpperCase(java.util.Locale.ROOT)), skipInvalidRows);
     }
 
     private List<DatasetSpec> datasets(KeyReader top, String key, Recipe.Objective objective) {

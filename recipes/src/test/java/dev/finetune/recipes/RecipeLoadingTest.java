@@ -42,7 +42,7 @@ class RecipeLoadingTest {
     static Recipe withoutLocations(Recipe r) {
         Recipe.Data d = r.data();
         return new Recipe(r.model(), r.adapter(), new Recipe.Data(strip(d.datasets()), strip(d.testDatasets()),
-                d.valSetSize(), d.preparedPath(), d.trainOnInputs()), r.training(), r.batch(), r.precision(),
+                d.valSetSize(), d.preparedPath(), d.trainOnInputs(), d.excessLength(), d.skipInvalidRows()), r.training(), r.batch(), r.precision(),
                 r.objective(), r.distributed(), r.hardware(), r.backend(), r.output());
     }
 
@@ -79,6 +79,21 @@ class RecipeLoadingTest {
                 Files.deleteIfExists(copy);
             }
         }));
+    }
+
+    @Test
+    void overLongAndUnreadableRowPoliciesAreReadOnceIntoTheRecipe() {
+        Path quickstart = repoRoot().resolve("configs/quickstart.yaml");
+        Recipe.Data defaults = ValidatedRecipe.load(quickstart, List.of()).recipe().data();
+        assertEquals(Recipe.ExcessLength.DROP, defaults.excessLength());
+        assertFalse(defaults.skipInvalidRows());
+        Recipe.Data set = ValidatedRecipe.load(quickstart,
+                List.of("excess_length_strategy=truncate", "dataset_skip_invalid_rows=true")).recipe().data();
+        assertEquals(Recipe.ExcessLength.TRUNCATE, set.excessLength());
+        assertTrue(set.skipInvalidRows());
+        InvalidRecipe bad = assertThrows(InvalidRecipe.class,
+                () -> ValidatedRecipe.load(quickstart, List.of("excess_length_strategy=trunc")));
+        assertTrue(bad.errors().get(0).oneLine().contains("did you mean 'truncate'"), bad.errors().get(0).oneLine());
     }
 
     @Test

@@ -24,7 +24,7 @@ class RecipeSetupTest {
         return new Recipe(
                 new Recipe.Model("meta-llama/Llama-3.1-8B", null, null, false, Map.of(), null, null, List.of()),
                 adapter,
-                new Recipe.Data(List.of(), List.of(), 0, null, false),
+                new Recipe.Data(List.of(), List.of(), 0, null, false, Recipe.ExcessLength.DROP, false),
                 new Recipe.Training(2048, true, true, true, 1, null, 2e-4, "cosine", 0, null, null, optimizer, 0, 0.9, 0.999,
                         1e-8, 1.0, checkpointing, 42),
                 new Recipe.Batch(2, 4, null, null),

@@ -1,5 +1,6 @@
 package dev.finetune.trainers.backend;
 
+import dev.finetune.recipes.Recipe.ExcessLength;
 import ai.djl.engine.Engine;
 import ai.djl.ndarray.NDManager;
 import dev.finetune.recipes.Recipe;
@@ -138,11 +139,12 @@ public final class SingleDeviceBackend {
         return settings;
     }
 
-    /** The recipe's top-level data settings; rows the pipeline cannot read stop the run (Axolotl's behaviour). */
+    /** The recipe's top-level data settings. */
     static DataOptions dataOptions(Recipe recipe) {
         return new DataOptions(recipe.training().sequenceLen(), recipe.data().trainOnInputs(),
                 recipe.training().samplePacking(), recipe.data().valSetSize(), recipe.training().seed(),
-                DataOptions.ExcessLength.DROP, false, recipe.model().chatTemplate(), recipe.model().chatTemplateJinja());
+                recipe.data().excessLength(), recipe.data().skipInvalidRows(), recipe.model().chatTemplate(),
+                recipe.model().chatTemplateJinja());
     }
 
     /** This build reads models from local folders only and never downloads. */

@@ -1,5 +1,6 @@
 package dev.finetune.trainers.data;
 
+import dev.finetune.recipes.Recipe.ExcessLength;
 import dev.finetune.recipes.UserError;
 import java.util.Locale;
 
@@ -76,22 +77,5 @@ public record DataOptions(
 
     public DataOptions withChatTemplate(String choice, String jinja) {
         return new DataOptions(sequenceLen, trainOnInputs, samplePacking, valSetSize, seed, excessLength, skipInvalidRows, choice, jinja);
-    }
-
-    /** Axolotl's {@code excess_length_strategy}; {@code drop} is its default. */
-    public enum ExcessLength {
-        DROP, TRUNCATE, RAISE;
-
-        public static ExcessLength parse(String value) {
-            if (value == null) {
-                return DROP;
-            }
-            try {
-                return valueOf(value.strip().toUpperCase(Locale.ROOT));
-            } catch (IllegalArgumentException e) {
-                throw new UserError("excess_length_strategy", "unknown excess_length_strategy '" + value + "'",
-                        "use drop, truncate or raise");
-            }
-        }
     }
 }

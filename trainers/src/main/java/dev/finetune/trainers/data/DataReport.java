@@ -1,5 +1,6 @@
 package dev.finetune.trainers.data;
 
+import dev.finetune.recipes.Recipe.ExcessLength;
 import java.util.List;
 import java.util.Locale;
 
@@ -28,7 +29,7 @@ public record DataReport(
         long trainTokens,
         long trainTargets,
         int sequenceLen,
-        DataOptions.ExcessLength excessLength,
+        ExcessLength excessLength,
         int tooLong,
         int untrained,
         int skippedRows,

@@ -1,5 +1,6 @@
 package dev.finetune.trainers.data;
 
+import dev.finetune.recipes.Recipe.ExcessLength;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
@@ -287,14 +288,14 @@ class DataPipelineTest {
         assertEquals(1, dropped.report().tooLong());
         assertEquals(1, dropped.train().size());
 
-        PreparedData truncated = prepare(options.withExcessLength(DataOptions.ExcessLength.TRUNCATE), spec(data, "input_output"));
+        PreparedData truncated = prepare(options.withExcessLength(ExcessLength.TRUNCATE), spec(data, "input_output"));
         assertEquals(1, truncated.report().tooLong());
         assertEquals(2, truncated.train().size());
         assertEquals(60, truncated.train().get(1).length());
         assertTrue(truncated.report().describe().contains("1 examples truncated"), truncated.report().describe());
 
         UserError refused = assertThrows(UserError.class,
-                () -> prepare(options.withExcessLength(DataOptions.ExcessLength.RAISE), spec(data, "input_output")));
+                () -> prepare(options.withExcessLength(ExcessLength.RAISE), spec(data, "input_output")));
         assertEquals(data + ":2", refused.where());
         assertTrue(refused.getMessage().contains("more than sequence_len 60"), refused.getMessage());
     }
