@@ -10,6 +10,8 @@ import dev.finetune.recipes.KeyReader.Problems;
  * @param rows training rows when every dataset is a local file we could count, else {@code null}
  * @param stepsPerEpoch / totalSteps {@code null} when {@code rows} is unknown and {@code max_steps} is not set
  * @param generationBatch GRPO: completions per generation round, else 0
+ * @param stepsAreUpperBounds {@code sample_packing} puts several rows in one sequence, so step counts derived from rows
+ *     are upper bounds until the data is tokenized (the trainer prints the packed count)
  */
 public record BatchPlan(
         int micro,
@@ -20,7 +22,8 @@ public record BatchPlan(
         Long rows,
         Long stepsPerEpoch,
         Long totalSteps,
-        int generationBatch) {
+        int generationBatch,
+        boolean stepsAreUpperBounds) {
 
     static BatchPlan derive(Recipe recipe, Long rows, Problems problems, Object where) {
         Recipe.Batch b = recipe.batch();
@@ -100,7 +103,8 @@ public record BatchPlan(
                         + g.numGenerations() * ranks, "raise trl.generation_batch_size to " + g.numGenerations() * ranks);
             }
         }
-        return new BatchPlan(micro, ranks, accumulation, global, tokens, rows, stepsPerEpoch, total, generation);
+        return new BatchPlan(micro, ranks, accumulation, global, tokens, rows, stepsPerEpoch, total, generation,
+                recipe.training().samplePacking() && rows != null && recipe.training().maxSteps() == null);
     }
 
     private static int gcd(int a, int b) {
@@ -117,8 +121,10 @@ public record BatchPlan(
             s.append("GRPO generation batch: ").append(generationBatch).append('\n');
         }
         s.append("dataset rows: ").append(rows == null ? "unknown (remote dataset)" : rows).append('\n');
-        s.append("steps per epoch: ").append(stepsPerEpoch == null ? "unknown" : stepsPerEpoch).append('\n');
-        s.append("total steps: ").append(totalSteps == null ? "unknown" : totalSteps).append('\n');
+        String bound = stepsAreUpperBounds ? "at most " : "";
+        String why = stepsAreUpperBounds ? " (counted in rows; packing puts several rows in one sequence)" : "";
+        s.append("steps per epoch: ").append(stepsPerEpoch == null ? "unknown" : bound + stepsPerEpoch + why).append('\n');
+        s.append("total steps: ").append(totalSteps == null ? "unknown" : bound + totalSteps).append('\n');
         return s.toString();
     }
 }

@@ -106,6 +106,10 @@ class RecipeLoadingTest {
         assertEquals(81L, plan.stepsPerEpoch());
         assertEquals(162L, plan.totalSteps());
         assertEquals(4L * 256, plan.tokensPerStep());
+        assertTrue(plan.stepsAreUpperBounds(), "the quickstart packs rows, so row-derived steps are upper bounds");
+        assertTrue(plan.describe().contains("steps per epoch: at most 81"), plan.describe());
+        assertFalse(ValidatedRecipe.load(repoRoot().resolve("configs/quickstart.yaml"), List.of("max_steps=10"))
+                .plan().stepsAreUpperBounds());
     }
 
     @Test
