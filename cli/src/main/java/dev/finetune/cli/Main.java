@@ -50,6 +50,8 @@ public final class Main implements Callable<Integer> {
         ValidatedRecipe validated = ValidatedRecipe.load(recipe, overrides);
         ValidateCommand.printWarnings(validated.warnings());
         System.out.print(validated.plan().describe());
+        // A recipe this build cannot run is refused before its memory is even estimated.
+        SingleDeviceBackend.requireRunnable(validated.recipe());
         requireFits(validated);
         return dispatchTraining(validated);
     }
@@ -66,7 +68,7 @@ public final class Main implements Callable<Integer> {
         if (!estimate.fits()) {
             System.out.println();
             System.out.print(PlanText.render(plan));
-            String fix = plan.remedies().isEmpty() ? "see `finetune plan` for the terms"
+            String fix = plan.remedies().isEmpty() ? "no change we know of fits this device: use a larger one or a smaller model (the plan above shows the largest terms)"
                     : "for example: " + plan.remedies().get(0).change() + " (the plan above ranks every change that fits)";
             throw new UserError(recipe.toString(), String.format(Locale.ROOT,
                     "does not fit: peak %.1f GiB per device exceeds %.1f GiB by %.1f GiB",

@@ -83,13 +83,13 @@ class MainProcessTest {
 
     @Test
     void aRecipeThatCannotFitIsRefusedBeforeAnythingIsLoadedOrWritten(@TempDir Path work) throws Exception {
-        Path recipe = repoRoot().resolve("configs/llama-3.1-70b/full-fsdp.yaml");
-        Run r = run(work, recipe.toString(), "hardware.gpus=1", "output_dir=" + work.resolve("run"));
+        Path recipe = repoRoot().resolve("configs/llama-3.1-8b/qlora-sft.yaml");
+        Run r = run(work, recipe.toString(), "hardware.gpu_memory=4GiB", "output_dir=" + work.resolve("run"));
         assertEquals(2, r.exit(), r.err());
         assertTrue(r.out().contains("does not fit"), r.out());
         List<String> errors = r.err().lines().filter(l -> l.startsWith("error: ")).toList();
         assertEquals(1, errors.size(), r.err());
-        assertTrue(errors.get(0).contains("full-fsdp.yaml: does not fit") && errors.get(0).contains("(hint: "), errors.get(0));
+        assertTrue(errors.get(0).contains("qlora-sft.yaml: does not fit") && errors.get(0).contains("(hint: "), errors.get(0));
         assertFalse(r.err().contains("\tat "), r.err());
         assertEquals(List.of(work), listing(work), "a refused recipe wrote to disk");
     }
