@@ -25,6 +25,12 @@ public sealed interface ForwardPass {
     /** Back-propagates {@code loss} into the gradients of the model's trainable arrays. */
     void backward(NDArray loss, GradientCollector collector);
 
+    /**
+     * The micro step's seed, a pure function of (recipe seed, step, micro batch): what an objective that samples
+     * (GRPO's rollouts) seeds from, so a resumed run samples what the uninterrupted one sampled.
+     */
+    long seed();
+
     static ForwardPass of(TrainableModel<?> model, long microStepSeed, boolean recompute) {
         return create(model, microStepSeed, recompute);
     }
@@ -61,6 +67,11 @@ public sealed interface ForwardPass {
         @Override
         public void backward(NDArray loss, GradientCollector collector) {
             collector.backward(loss);
+        }
+
+        @Override
+        public long seed() {
+            return seed;
         }
     }
 
@@ -120,6 +131,11 @@ public sealed interface ForwardPass {
                 backwardIntoEmbedding(model.embed(tape.inputs), upstream);
             }
             tapes.clear();
+        }
+
+        @Override
+        public long seed() {
+            return seed;
         }
 
         /**

@@ -1,0 +1,96 @@
+package dev.finetune.trainers.train.dpo;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import ai.djl.engine.Engine;
+import ai.djl.ndarray.NDArray;
+import ai.djl.ndarray.NDManager;
+import ai.djl.training.GradientCollector;
+import dev.finetune.recipes.UserError;
+import java.util.Map;
+import org.junit.jupiter.api.Test;
+
+/** The DPO loss and TRL's metrics against values worked out by hand from the definitions. */
+class DpoLossTest {
+    // two pairs: h = (0.5 - (-0.5)) = 1 for the first, (-1 - 1) = -2 for the second
+    private static final float[] POLICY_CHOSEN = {-3f, -5f};
+    private static final float[] POLICY_REJECTED = {-4f, -2f};
+    private static final float[] REFERENCE_CHOSEN = {-3.5f, -4f};
+    private static final float[] REFERENCE_REJECTED = {-3.5f, -3f};
+
+    private record Run(double loss, Map<String, Double> metrics, float[] chosenGradient) {}
+
+    private static Run run(DpoLoss loss) {
+        try (NDManager manager = NDManager.newBaseManager()) {
+            NDArray chosen = manager.create(POLICY_CHOSEN).duplicate();
+            NDArray rejected = manager.create(POLICY_REJECTED).duplicate();
+            chosen.setRequiresGradient(true);
+            rejected.setRequiresGradient(true);
+            DpoLoss.Result result;
+            try (GradientCollector collector = Engine.getInstance().newGradientCollector()) {
+                result = loss.compute(chosen, rejected, manager.create(REFERENCE_CHOSEN),
+                        manager.create(REFERENCE_REJECTED), manager);
+                System.gc(); // constants freed under autograd would show up as wrong gradients
+                collector.backward(result.sum());
+            }
+            return new Run(result.sum().getFloat(), result.metrics(), chosen.getGradient().toFloatArray());
+        }
+    }
+
+    private static double softplus(double x) {
+        return Math.log1p(Math.exp(x));
+    }
+
+    private static double sigmoid(double x) {
+        return 1 / (1 + Math.exp(-x));
+    }
+
+    @Test
+    void sigmoidLossAndRewardMetricsMatchHandComputedValues() {
+        Run run = run(new DpoLoss(DpoLoss.Type.SIGMOID, 0.1, 0));
+        // −log σ(β h) = softplus(−β h), h = 1 and −2
+        assertEquals(softplus(-0.1) + softplus(0.2), run.loss(), 1e-6);
+        assertEquals(0.1 * (0.5 + -1) / 2, run.metrics().get("rewards/chosen"), 1e-7);
+        assertEquals(0.1 * (-0.5 + 1) / 2, run.metrics().get("rewards/rejected"), 1e-7);
+        assertEquals(0.5, run.metrics().get("rewards/accuracies"));
+        assertEquals(0.1 * ((0.5 - -0.5) + (-1 - 1)) / 2, run.metrics().get("rewards/margins"), 1e-7);
+        assertEquals(-4.0, run.metrics().get("logps/chosen"), 1e-7);
+        // d/dπc softplus(−β h) = −β σ(−β h)
+        assertEquals(-0.1 * sigmoid(-0.1), run.chosenGradient()[0], 1e-6);
+        assertEquals(-0.1 * sigmoid(0.2), run.chosenGradient()[1], 1e-6);
+    }
+
+    @Test
+    void labelSmoothingMixesInTheFlippedPreference() {
+        Run run = run(new DpoLoss(DpoLoss.Type.SIGMOID, 0.1, 0.2));
+        double first = 0.8 * softplus(-0.1) + 0.2 * softplus(0.1);
+        double second = 0.8 * softplus(0.2) + 0.2 * softplus(-0.2);
+        assertEquals(first + second, run.loss(), 1e-6);
+    }
+
+    @Test
+    void ipoIsTheSquaredDistanceToHalfInverseBeta() {
+        Run run = run(new DpoLoss(DpoLoss.Type.IPO, 0.1, 0));
+        // (h − 1/(2β))² with 1/(2β) = 5
+        assertEquals(16 + 49, run.loss(), 1e-4);
+        assertEquals(2 * (1 - 5), run.chosenGradient()[0], 1e-4);
+        assertThrows(UserError.class, () -> new DpoLoss(DpoLoss.Type.IPO, 0, 0));
+    }
+
+    @Test
+    void gradientsVanishAsBetaGoesToZero() {
+        double previous = Double.MAX_VALUE;
+        for (double beta : new double[] {1, 1e-2, 1e-4, 1e-6}) {
+            float[] gradient = run(new DpoLoss(DpoLoss.Type.SIGMOID, beta, 0)).chosenGradient();
+            double size = Math.abs(gradient[0]) + Math.abs(gradient[1]);
+            assertTrue(size <= 2 * beta, "|β σ(·)| ≤ β per pair; beta " + beta + " gave gradient " + size);
+            assertTrue(size < previous);
+            previous = size;
+        }
+        float[] none = run(new DpoLoss(DpoLoss.Type.SIGMOID, 0, 0)).chosenGradient();
+        assertEquals(0.0, Math.abs(none[0]), "exactly zero at beta 0");
+        assertEquals(0.0, Math.abs(none[1]));
+    }
+}
