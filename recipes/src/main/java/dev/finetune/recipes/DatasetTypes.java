@@ -16,7 +16,9 @@ final class DatasetTypes {
 
     static final List<String> SFT = List.of("alpaca", "chat_template", "completion", "input_output");
     static final List<String> DPO = List.of("chat_template.default", "chatml", "chatml.default", "chatml.intel",
-            "chatml.prompt_pairs", "llama3", "llama3.default", "llama3.intel", "llama3.prompt_pairs");
+            "chatml.prompt_pairs", "llama3", "llama3.default", "llama3.intel", "llama3.prompt_pairs", "passthrough");
+    /** GRPO prompts: TRL's prompt-only rows ({@code prompt} text or messages), or chat messages. */
+    static final List<String> GRPO = List.of("passthrough", "chat_template");
     static final Set<String> AXOLOTL_SFT_OTHER = Set.of("jeopardy", "oasst", "gpteacher", "reflection",
             "explainchoice", "concisechoice", "summarizetldr", "pretrain", "metharme", "alpaca_chat",
             "alpaca_chat.load_qa", "alpaca_chat.load_concise", "alpaca_chat.load_camel_ai",
@@ -25,7 +27,7 @@ final class DatasetTypes {
             "user_defined", "bradley_terry.chat_template", "stepwise_supervised", "_synthetic", "orpo.chat_template",
             "chat_template.argilla");
     static final Set<String> AXOLOTL_DPO_OTHER = Set.of("chatml.icr", "llama3.icr", "chatml.ultra", "llama3.ultra",
-            "chatml.argilla_chat", "llama3.argilla_chat", "chat_template.argilla_chat", "zephyr.nectar", "passthrough");
+            "chatml.argilla_chat", "llama3.argilla_chat", "chat_template.argilla_chat", "zephyr.nectar");
 
     private DatasetTypes() {}
 
@@ -54,6 +56,20 @@ final class DatasetTypes {
             }
             return unknown(type, DPO);
         }
+        if (grpo) {
+            if (GRPO.contains(type)) {
+                return new Verdict(Kind.SUPPORTED, "", "");
+            }
+            if (type.contains(".")) {
+                return new Verdict(Kind.UNSUPPORTED, "GRPO prompt transforms written in Python are not run",
+                        "store prompts as a prompt field (text or chat messages) and use type: passthrough");
+            }
+            if (SFT.contains(type) || AXOLOTL_SFT_OTHER.contains(type)) {
+                return new Verdict(Kind.UNSUPPORTED, "GRPO reads prompts only: " + String.join(", ", GRPO),
+                        "store each prompt in a prompt field (text or chat messages) and use type: passthrough");
+            }
+            return unknown(type, GRPO);
+        }
         if (SFT.contains(type) || type.startsWith("alpaca:") && type.equals("alpaca:alpaca")) {
             return new Verdict(Kind.SUPPORTED, "", "");
         }
@@ -65,10 +81,6 @@ final class DatasetTypes {
         if (DPO.contains(type) || AXOLOTL_DPO_OTHER.contains(type)) {
             return new Verdict(Kind.UNKNOWN, " without rl: it is a preference-pair format", "add rl: dpo, or use type: "
                     + "chat_template for supervised data");
-        }
-        if (grpo && type.contains(".")) {
-            return new Verdict(Kind.UNSUPPORTED, "GRPO prompt transforms written in Python are not run",
-                    "store prompts as chat messages and use type: chat_template");
         }
         return unknown(type, SFT);
     }

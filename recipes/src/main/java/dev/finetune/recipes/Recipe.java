@@ -189,15 +189,20 @@ public record Recipe(
     public sealed interface Objective {
         record Sft() implements Objective {}
 
-        /** {@code rl: dpo}; {@code beta} from {@code rl_beta} / {@code trl.beta} (TRL's default 0.1). */
-        record Dpo(double beta, double labelSmoothing, boolean precomputeRefLogProbs) implements Objective {}
+        /**
+         * {@code rl: dpo}; {@code beta} from {@code rl_beta} / {@code trl.beta} (TRL's default 0.1).
+         *
+         * @param lossType {@code dpo_loss_type}: {@code sigmoid} (DPO, the default) or {@code ipo}
+         */
+        record Dpo(double beta, double labelSmoothing, boolean precomputeRefLogProbs, String lossType)
+                implements Objective {}
 
         /**
          * {@code rl: grpo} with its {@code trl:} block.
          *
          * @param numGenerations completions sampled per prompt (TRL's default 8)
          * @param generationBatchSize completions generated per step, or {@code null} for micro × accumulation
-         * @param rewardFuncs built-in names or commands (see DESIGN.md §5)
+         * @param rewardFuncs built-ins with their parameters, or commands (see DESIGN.md §5)
          */
         record Grpo(
                 int numGenerations,
@@ -206,7 +211,7 @@ public record Recipe(
                 double temperature,
                 double beta,
                 double epsilon,
-                List<String> rewardFuncs,
+                List<RewardSpec> rewardFuncs,
                 List<Double> rewardWeights,
                 boolean scaleRewards,
                 boolean useVllm) implements Objective {}

@@ -39,7 +39,7 @@ final class RecipeReader {
             "ao_adamw_fp8", "adopt_adamw", "came_pytorch", "muon", "dion", "sinkgd", "flash_adamw", "flash_adam",
             "flash_sgd", "flash_sgdw", "flash_lion", "q_galore_adamw8bit");
     static final List<String> RL_SUPPORTED = List.of("dpo", "grpo");
-    static final Set<String> RL_OTHER = Set.of("ipo", "kto", "orpo", "simpo", "gdpo", "ebft");
+    static final Set<String> RL_OTHER = Set.of("kto", "orpo", "simpo", "gdpo", "ebft");
     /** Plugins that only change speed or memory use, never the result: accepted with a warning. */
     static final Set<String> HARMLESS_PLUGINS = Set.of("CutCrossEntropyPlugin", "LigerPlugin", "KernelsPlugin",
             "SwanLabPlugin");
@@ -251,6 +251,7 @@ final class RecipeReader {
         Double rlBeta = top.number("rl_beta", null, 0, Double.MAX_VALUE);
         double labelSmoothing = top.number("dpo_label_smoothing", 0.0, 0, 0.5);
         boolean precompute = top.bool("precompute_ref_log_probs", false);
+        List<String> lossTypes = top.strings("dpo_loss_type", true);
         Mapping trlMap = top.mapping("trl");
         KeyReader trl = new KeyReader(trlMap == null ? new Mapping(Map.of(), top.where()) : trlMap, "trl.", problems);
         Double trlBeta = trl.number("beta", null, 0, Double.MAX_VALUE);
@@ -264,7 +265,8 @@ final class RecipeReader {
         Integer maxCompletion = trl.integer("max_completion_length", 256, 1);
         Double temperature = trl.number("temperature", 1.0, Double.MIN_VALUE, Double.MAX_VALUE);
         Double epsilon = trl.number("epsilon", 0.2, 0, 1);
-        List<String> rewardFuncs = trl.strings("reward_funcs", true);
+        YamlNode rewardNode = trl.node("reward_funcs");
+        List<RewardSpec> rewardFuncs = rewardNode == null ? null : RewardSpecs.read(rewardNode, recipeDir, problems);
         YamlNode weightsNode = trl.node("reward_weights");
         boolean scaleRewards = trl.bool("scale_rewards", true);
         boolean useVllm = trl.bool("use_vllm", false);
@@ -274,6 +276,13 @@ final class RecipeReader {
                 problems.warn(top.at("trl"), "trl: has no effect without rl", "add rl: dpo or rl: grpo, or remove trl:");
             }
             return new Recipe.Objective.Sft();
+        }
+        if (rl.equals("ipo")) {
+            problems.warn(top.at("rl"), "rl: ipo is deprecated in Axolotl", "write rl: dpo with dpo_loss_type: [ipo]");
+            if (lossTypes == null) {
+                lossTypes = List.of("ipo");
+            }
+            rl = "dpo";
         }
         if (RL_OTHER.contains(rl)) {
             problems.error(top.at("rl"), "rl: " + rl + " is unsupported: finetune trains sft, dpo and grpo",
@@ -287,7 +296,22 @@ final class RecipeReader {
             return null;
         }
         if (rl.equals("dpo")) {
-            return new Recipe.Objective.Dpo(beta == null ? 0.1 : beta, labelSmoothing, precompute);
+            String lossType = "sigmoid";
+            if (lossTypes != null && !lossTypes.isEmpty()) {
+                lossType = lossTypes.get(0);
+                if (lossTypes.size() > 1 || !List.of("sigmoid", "ipo").contains(lossType)) {
+                    problems.error(top.at("dpo_loss_type"), "dpo_loss_type " + lossTypes + " is unsupported: finetune "
+                            + "trains one loss, sigmoid or ipo", "write dpo_loss_type: [sigmoid] or [ipo]");
+                }
+            }
+            if (lossType.equals("ipo") && beta != null && beta == 0) {
+                problems.error(top.at(rlBeta != null ? "rl_beta" : "trl"), "the ipo loss needs beta > 0 (it targets "
+                        + "a margin of 1/(2 beta))", "use e.g. rl_beta: 0.1");
+            }
+            return new Recipe.Objective.Dpo(beta == null ? 0.1 : beta, labelSmoothing, precompute, lossType);
+        }
+        if (lossTypes != null) {
+            problems.error(top.at("dpo_loss_type"), "dpo_loss_type only applies to rl: dpo", "remove it");
         }
         if (useVllm) {
             problems.error(trl.at("use_vllm"), "trl.use_vllm is unsupported: finetune generates GRPO completions in the trainer",

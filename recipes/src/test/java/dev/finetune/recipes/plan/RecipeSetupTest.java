@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.finetune.recipes.AdapterSpec;
 import dev.finetune.recipes.Recipe;
+import dev.finetune.recipes.RewardSpec;
 import dev.finetune.recipes.UserError;
 import dev.finetune.recipes.model.KnownModels;
 import dev.finetune.recipes.model.ModelConfig;
@@ -89,13 +90,13 @@ class RecipeSetupTest {
 
     @Test
     void grpoAndDpoCarryTheirShapes() {
-        Recipe.Objective grpo = new Recipe.Objective.Grpo(8, null, 1024, 1.0, 0.04, 0.2, List.of("exact"), List.of(1.0), true, false);
+        Recipe.Objective grpo = new Recipe.Objective.Grpo(8, null, 1024, 1.0, 0.04, 0.2, List.of(new RewardSpec.ExactMatch("exact_match", "answer", false)), List.of(1.0), true, false);
         Recipe r = recipe(QLORA, Recipe.Flag.TRUE, null, true, grpo, null, new Recipe.Hardware.Unspecified());
         TrainingSetup s = RecipeSetup.of(r, "llama", LLAMA_8B, ONE_24, null, 2, 4, 8);
         Objective.Grpo g = (Objective.Grpo) s.objective();
         assertEquals(new Objective.Grpo(8, 2048, 1024, 0.04, 8), g);
         assertTrue(MemoryModel.estimate(s).term("kv_cache").in(Phase.GENERATION) > 0);
-        Recipe dpo = recipe(QLORA, Recipe.Flag.TRUE, null, true, new Recipe.Objective.Dpo(0.1, 0, false), null,
+        Recipe dpo = recipe(QLORA, Recipe.Flag.TRUE, null, true, new Recipe.Objective.Dpo(0.1, 0, false, "sigmoid"), null,
                 new Recipe.Hardware.Unspecified());
         assertEquals(new Objective.Dpo(), RecipeSetup.of(dpo, "llama", LLAMA_8B, ONE_24, null, 2, 4, 0).objective());
     }

@@ -1,0 +1,85 @@
+package dev.finetune.recipes;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/** {@code trl.reward_funcs} and the DPO loss keys, read from real recipe files. */
+class RewardSpecsTest {
+
+    private static Path recipe(Path dir, String rl, String extra) throws IOException {
+        Path r = dir.resolve("r.yaml");
+        Files.writeString(r, "base_model: x/y\nrl: " + rl + "\n" + extra
+                + "datasets: [{path: org/data, type: passthrough}]\nlearning_rate: 1e-5\n"
+                + "micro_batch_size: 2\ngradient_accumulation_steps: 2\n");
+        return r;
+    }
+
+    private static Recipe.Objective.Grpo grpo(Path dir, String trl) throws IOException {
+        return (Recipe.Objective.Grpo) ValidatedRecipe.load(recipe(dir, "grpo", "trl:\n" + trl), List.of())
+                .recipe().objective();
+    }
+
+    @Test
+    void builtInsByNameOrWithParametersAndCommands(@TempDir Path dir) throws IOException {
+        Recipe.Objective.Grpo g = grpo(dir, """
+                  num_generations: 2
+                  reward_funcs:
+                    - numeric_answer
+                    - {name: contains, words: [dragon, cave], ignore_case: false}
+                    - {name: length, min: 3, max: 12, unit: chars, label: short}
+                    - {name: judge, command: python3 judge.py}
+                  reward_weights: [1, 0.5, 0.1, 2]
+                """);
+        assertEquals(List.of(
+                new RewardSpec.NumericAnswer("numeric_answer", "answer", 1e-6),
+                new RewardSpec.Contains("contains", List.of("dragon", "cave"), null, false),
+                new RewardSpec.Length("short", 3, 12, "chars"),
+                new RewardSpec.Command("judge", "python3 judge.py", dir.toAbsolutePath().normalize())),
+                g.rewardFuncs());
+        assertEquals(List.of(1.0, 0.5, 0.1, 2.0), g.rewardWeights());
+    }
+
+    @Test
+    void brokenRewardFunctionsAreAllReportedWithTheirLocation(@TempDir Path dir) throws IOException {
+        Path r = recipe(dir, "grpo", """
+                trl:
+                  num_generations: 2
+                  reward_funcs:
+                    - rewards.accuracy_reward
+                    - exact_mach
+                    - {name: regex_match, pattern: "(unclosed"}
+                    - {name: contains, word: [x]}
+                    - regex_match
+                """);
+        InvalidRecipe e = assertThrows(InvalidRecipe.class, () -> ValidatedRecipe.load(r, List.of()));
+        String all = e.errors().toString();
+        for (String expected : List.of("r.yaml:6:", "Python function", "r.yaml:7:", "did you mean 'exact_match'?",
+                "not a valid regular expression", "has no parameter 'word'", "did you mean 'words'?",
+                "regex_match needs pattern")) {
+            assertTrue(all.contains(expected), expected + " missing from: " + all);
+        }
+    }
+
+    @Test
+    void dpoLossTypeIpoAndTheDeprecatedRlIpo(@TempDir Path dir) throws IOException {
+        Recipe.Objective.Dpo ipo = (Recipe.Objective.Dpo) ValidatedRecipe.load(
+                recipe(dir, "dpo", "dpo_loss_type: [ipo]\n"), List.of()).recipe().objective();
+        assertEquals("ipo", ipo.lossType());
+        ValidatedRecipe old = ValidatedRecipe.load(recipe(dir, "ipo", ""), List.of());
+        assertEquals("ipo", ((Recipe.Objective.Dpo) old.recipe().objective()).lossType());
+        assertTrue(old.warnings().stream().anyMatch(w -> w.toString().contains("dpo_loss_type: [ipo]")));
+        assertEquals("sigmoid", ((Recipe.Objective.Dpo) ValidatedRecipe.load(recipe(dir, "dpo", ""), List.of())
+                .recipe().objective()).lossType());
+        InvalidRecipe e = assertThrows(InvalidRecipe.class, () -> ValidatedRecipe.load(
+                recipe(dir, "dpo", "dpo_loss_type: [hinge]\n"), List.of()));
+        assertTrue(e.oneLine().contains("sigmoid or ipo"), e.oneLine());
+    }
+}
