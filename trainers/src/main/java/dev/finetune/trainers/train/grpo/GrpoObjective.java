@@ -1,0 +1,129 @@
+package dev.finetune.trainers.train.grpo;
+
+import ai.djl.ndarray.NDArray;
+import ai.djl.ndarray.NDManager;
+import dev.finetune.adapters.lora.AdapterSwitch;
+import dev.finetune.recipes.UserError;
+import dev.finetune.trainers.generation.Completion;
+import dev.finetune.trainers.generation.GenerationSettings;
+import dev.finetune.trainers.generation.Generator;
+import dev.finetune.trainers.rewards.RewardInput;
+import dev.finetune.trainers.rewards.Rewards;
+import dev.finetune.trainers.train.CompletionRows;
+import dev.finetune.trainers.train.ForwardPass;
+import dev.finetune.trainers.train.LlamaTrainable;
+import dev.finetune.trainers.train.ModelInputs;
+import dev.finetune.trainers.train.NoGradient;
+import dev.finetune.trainers.train.Objective;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.function.Function;
+
+/**
+ * Group relative policy optimisation, one micro batch at a time: sample {@code num_generations} completions of
+ * every prompt with the KV-cache generator, score them, normalise the rewards within each prompt's group, and
+ * take the clipped policy-ratio loss with the KL pull to the reference ({@link GrpoLoss}).
+ *
+ * <p>The rollout is seeded from the micro step's seed, so a resumed run samples exactly what the uninterrupted
+ * one sampled. The completions are sampled by the policy being trained (one optimisation pass per rollout, TRL's
+ * {@code num_iterations: 1}), so the sampling log-probabilities are the policy's own, detached. The reference is
+ * the same model with its adapter switched off, run outside the gradient scope; full fine-tuning has no reference
+ * without a second copy of the weights and therefore needs {@code beta: 0}.
+ */
+public final class GrpoObjective implements Objective<GrpoBatch> {
+    private final Settings settings;
+    private final LlamaTrainable model;
+    private final Generator generator;
+    private final AdapterSwitch adapters;
+    private final Rewards rewards;
+    private final Function<long[], String> decode;
+
+    /**
+     * @param eosIds a completion ends after one of these (it is part of the completion, as in TRL)
+     * @param padId what fills the rows after shorter completions (never attended to, never scored)
+     */
+    public record Settings(int maxCompletionLength, double temperature, boolean scaleRewards, GrpoLoss loss,
+            Set<Long> eosIds, int padId) {}
+
+    /** @param adapters the model's adapter switch, or {@code null} for full fine-tuning */
+    public GrpoObjective(Settings settings, LlamaTrainable model, AdapterSwitch adapters, Rewards rewards,
+            Function<long[], String> decode) {
+        if (settings.loss().beta() > 0 && adapters == null) {
+            throw new UserError("trl.beta", "GRPO with beta " + settings.loss().beta() + " needs a reference model, "
+                    + "and full fine-tuning has none without a second copy of the weights",
+                    "use adapter: lora (the reference is the adapter switched off), or trl.beta: 0");
+        }
+        this.settings = settings;
+        this.model = model;
+        this.generator = new Generator(model.model());
+        this.adapters = adapters;
+        this.rewards = rewards;
+        this.decode = decode;
+    }
+
+    @Override
+    public Loss loss(GrpoBatch batch, ForwardPass forward, NDManager manager) {
+        int groups = batch.prompts().size();
+        int groupSize = batch.numGenerations();
+        List<long[]> prompts = new ArrayList<>(groups * groupSize);
+        for (GrpoPrompt prompt : batch.prompts()) {
+            for (int i = 0; i < groupSize; i++) {
+                prompts.add(prompt.ids());
+            }
+        }
+        List<long[]> completions = rollout(prompts, forward.seed());
+
+        List<RewardInput> inputs = new ArrayList<>(completions.size());
+        for (int i = 0; i < completions.size(); i++) {
+            GrpoPrompt prompt = batch.prompts().get(i / groupSize);
+            inputs.add(new RewardInput(prompt.text(), decode.apply(completions.get(i)), prompt.fields()));
+        }
+        Rewards.Scores scores = rewards.score(inputs);
+        Advantages advantages = Advantages.of(scores.total(), groupSize, settings.scaleRewards());
+
+        CompletionRows rows = CompletionRows.of(prompts, completions, settings.padId());
+        ModelInputs modelInputs = rows.inputs(manager);
+        NDArray reference = null;
+        if (settings.loss().beta() > 0) {
+            try (AdapterSwitch.Restore base = adapters.disabled()) {
+                reference = rows.tokenLogProbs(NoGradient.logits(model, modelInputs), manager);
+            }
+        }
+        NDArray logp = rows.tokenLogProbs(forward.logits(modelInputs), manager);
+        GrpoLoss.Result result = settings.loss().compute(logp, logp.stopGradient(), reference, advantages.values(),
+                rows.mask(manager), rows.completionLengths(), manager);
+
+        Map<String, Double> metrics = new LinkedHashMap<>(result.metrics());
+        metrics.put("reward", mean(scores.total()));
+        metrics.put("reward_std", advantages.meanGroupStd());
+        scores.byFunction().forEach((label, values) -> metrics.put("rewards/" + label, mean(values)));
+        metrics.put("completion_length", java.util.Arrays.stream(rows.completionLengths()).average().orElse(0));
+        return new Loss(result.sum(), metrics);
+    }
+
+    /** Samples with dropout off and, for LoRA, the adapter on: the policy as it stands. */
+    private List<long[]> rollout(List<long[]> prompts, long seed) {
+        GenerationSettings sampling = new GenerationSettings(settings.maxCompletionLength(),
+                (float) settings.temperature(), 0, 1f, seed, settings.eosIds(), List.of());
+        List<Completion> completions;
+        if (adapters == null) {
+            completions = generator.generate(prompts, sampling);
+        } else {
+            try (AdapterSwitch.Restore evaluating = adapters.evaluating()) {
+                completions = generator.generate(prompts, sampling);
+            }
+        }
+        return completions.stream().map(Completion::tokens).toList();
+    }
+
+    private static double mean(double[] values) {
+        double sum = 0;
+        for (double v : values) {
+            sum += v;
+        }
+        return values.length == 0 ? 0 : sum / values.length;
+    }
+}
