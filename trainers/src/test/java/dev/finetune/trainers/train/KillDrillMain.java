@@ -18,10 +18,11 @@ import java.util.Map;
  * A training process for {@link KillDrillTest} to kill: trains {@link ToyModel} with the real loop and
  * checkpoints, and reports progress on stdout for the parent to time its kill.
  *
- * <p>Arguments: {@code outputDir sequenceLen stepDelayMs stallBeforePublishingStep [toy|stories260K]}.
+ * <p>Arguments: {@code outputDir sequenceLen stepDelayMs stallBeforePublishingStep [toy|stories260K] [sft|dpo|grpo]}.
  * {@code sequenceLen} is a resume-invariant recipe value (change it to test the refusal); a positive stall step
  * makes the process hang with that checkpoint written but not yet published; the last argument picks the model
- * (default the toy, which has dropout; stories260K is the real Llama code, fully fine-tuned).
+ * (default the toy, which has dropout; stories260K is the real Llama code, fully fine-tuned) and the last the
+ * objective: DPO and GRPO train LoRA on stories260K with the adapter-off reference (GRPO also samples rollouts).
  */
 public final class KillDrillMain {
     static final int VOCAB = 17;
@@ -50,6 +51,7 @@ public final class KillDrillMain {
         long stepDelayMs = Long.parseLong(args[2]);
         long stallStep = Long.parseLong(args[3]);
         boolean llama = args.length > 4 && args[4].equals("stories260K");
+        String objective = args.length > 5 ? args[5] : "sft";
         Engine.getInstance();
         JniUtils.setNumThreads(1);
         JniUtils.setNumInteropThreads(1);
@@ -78,10 +80,14 @@ public final class KillDrillMain {
             }
         };
         try (NDManager manager = NDManager.newBaseManager()) {
-            List<SftBatch> all = data(sequenceLen, llama);
-            Trainer<SftBatch> trainer = new Trainer<>(model(manager, llama), new SftObjective(), all.subList(0, 4),
-                    all.subList(4, 5), options, manager, reporter);
-            Trainer.Summary summary = trainer.run();
+            Trainer.Summary summary;
+            if (objective.equals("sft")) {
+                List<SftBatch> all = data(sequenceLen, llama);
+                summary = new Trainer<>(model(manager, llama), new SftObjective(), all.subList(0, 4),
+                        all.subList(4, 5), options, manager, reporter).run();
+            } else {
+                summary = RlDrill.run(objective, options.toBuilder().learningRate(1e-2).build(), manager, reporter);
+            }
             System.out.println("DONE " + summary.steps());
         } catch (UserError e) {
             System.err.println(e.oneLine());

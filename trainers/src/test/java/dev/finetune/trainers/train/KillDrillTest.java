@@ -32,22 +32,25 @@ class KillDrillTest {
     private static final int SEQUENCE_LEN = 8;
     private static final List<String> EXACT = List.of("loss", "grad_norm", "learning_rate", "epoch", "eval_loss");
 
-    private record Finished(int exitCode, String stderr) {}
+    record Finished(int exitCode, String stderr) {}
 
-    private static Process start(Path outputDir, int sequenceLen, long stepDelayMs, long stallStep)
+    /** @param more further {@link KillDrillMain} arguments: the model and the objective */
+    static Process start(Path outputDir, int sequenceLen, long stepDelayMs, long stallStep, String... more)
             throws IOException {
         Path java = Path.of(System.getProperty("java.home"), "bin", "java");
-        ProcessBuilder builder = new ProcessBuilder(java.toString(), "-cp", System.getProperty("java.class.path"),
+        List<String> command = new ArrayList<>(List.of(java.toString(), "-cp", System.getProperty("java.class.path"),
                 "-Dai.djl.offline=true", KillDrillMain.class.getName(), outputDir.toString(),
-                Integer.toString(sequenceLen), Long.toString(stepDelayMs), Long.toString(stallStep));
+                Integer.toString(sequenceLen), Long.toString(stepDelayMs), Long.toString(stallStep)));
+        command.addAll(List.of(more));
+        ProcessBuilder builder = new ProcessBuilder(command);
         builder.environment().put("OMP_WAIT_POLICY", "PASSIVE");
         Files.createDirectories(outputDir);
         builder.redirectError(outputDir.resolveSibling(outputDir.getFileName() + ".stderr").toFile());
         return builder.start();
     }
 
-    private static Finished runToEnd(Path outputDir, int sequenceLen) throws Exception {
-        Process process = start(outputDir, sequenceLen, 0, -1);
+    static Finished runToEnd(Path outputDir, int sequenceLen, String... more) throws Exception {
+        Process process = start(outputDir, sequenceLen, 0, -1, more);
         process.getInputStream().transferTo(java.io.OutputStream.nullOutputStream());
         assertTrue(process.waitFor(120, TimeUnit.SECONDS), "training process did not finish");
         String stderr = Files.readString(outputDir.resolveSibling(outputDir.getFileName() + ".stderr"));
@@ -55,7 +58,7 @@ class KillDrillTest {
     }
 
     /** Reads the child's stdout until a line starting with {@code prefix}, then kills it with SIGKILL. */
-    private static String killAt(Process process, String prefix) throws Exception {
+    static String killAt(Process process, String prefix) throws Exception {
         BufferedReader lines = new BufferedReader(new InputStreamReader(process.getInputStream(),
                 StandardCharsets.UTF_8));
         String line;
@@ -70,13 +73,18 @@ class KillDrillTest {
     }
 
     private static void assertSameRun(Path expected, Path actual) throws IOException {
+        assertSameRun(expected, actual, EXACT);
+    }
+
+    /** Every metric in {@code exact} equal line by line, and the last checkpoint's files equal byte for byte. */
+    static void assertSameRun(Path expected, Path actual, List<String> exact) throws IOException {
         List<JsonObject> want = MetricsLog.read(expected.resolve(MetricsLog.FILE));
         List<JsonObject> got = MetricsLog.read(actual.resolve(MetricsLog.FILE));
         assertEquals(KillDrillMain.MAX_STEPS + 1, want.size(), "one line per step plus step 0");
         assertEquals(want.size(), got.size(), "steps after a resume must neither repeat nor go missing");
         for (int i = 0; i < want.size(); i++) {
             assertEquals(i, got.get(i).get("step").getAsLong());
-            for (String key : EXACT) {
+            for (String key : exact) {
                 assertEquals(want.get(i).get(key), got.get(i).get(key), key + " at step " + i);
             }
         }

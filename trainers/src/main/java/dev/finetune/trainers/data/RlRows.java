@@ -1,0 +1,263 @@
+package dev.finetune.trainers.data;
+
+import com.google.gson.JsonArray;
+import com.google.gson.JsonElement;
+import com.google.gson.JsonObject;
+import dev.finetune.recipes.DatasetSpec;
+import dev.finetune.recipes.UserError;
+import dev.finetune.trainers.text.ChatTemplate;
+import dev.finetune.trainers.text.ChatTemplates;
+import dev.finetune.trainers.text.Message;
+import dev.finetune.trainers.text.Tokenizer;
+import dev.finetune.trainers.train.dpo.PreferencePair;
+import dev.finetune.trainers.train.grpo.GrpoPrompt;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
+import java.util.Random;
+import java.util.stream.IntStream;
+
+/**
+ * Preference pairs (DPO) and prompts (GRPO) from the recipe's datasets, with Axolotl's DPO types and TRL's plain
+ * and conversational rows ({@code passthrough}).
+ *
+ * <p>Every type comes down to a conversation, the chosen and rejected answers, and a way to render them: a chat
+ * template (the format's built-in one for {@code chatml.*}/{@code llama3.*}, the recipe's for
+ * {@code chat_template.default} and for conversational rows), or plain concatenation for plain-text rows as TRL
+ * does. Prompt and answers are tokenized separately and each answer ends with EOS, as TRL tokenizes them.
+ */
+public final class RlRows {
+    private static final List<String> PROMPT_FIELDS = List.of("prompt", "input", "question", "instruction");
+
+    private RlRows() {}
+
+    /** Held-out split as {@code val_set_size} draws it, and what was left out. */
+    public record Split<T>(List<T> train, List<T> eval, int rows, int tooLong) {}
+
+    /** What one row says before rendering: a prompt as text (plain) or as messages, and optional answers. */
+    private record Parsed(String plainPrompt, List<Message> messages, ChatTemplate template, Message chosen,
+            Message rejected, String plainChosen, String plainRejected) {}
+
+    public static Split<PreferencePair> preferences(List<DatasetSpec> specs, DataOptions options, Tokenizer tokenizer) {
+        List<PreferencePair> pairs = new ArrayList<>();
+        int[] rows = {0};
+        int[] tooLong = {0};
+        for (DatasetSpec spec : specs) {
+            forEachRow(spec, (row, location) -> {
+                rows[0]++;
+                Parsed parsed = parse(spec, row, options, tokenizer, true);
+                String prompt = promptText(parsed);
+                PreferencePair pair = new PreferencePair(ids(prompt, tokenizer, true),
+                        answer(parsed, prompt, parsed.chosen(), parsed.plainChosen(), tokenizer),
+                        answer(parsed, prompt, parsed.rejected(), parsed.plainRejected(), tokenizer));
+                if (pair.length() > options.sequenceLen()) {
+                    tooLong[0]++;
+                } else {
+                    pairs.add(pair);
+                }
+            });
+        }
+        return split(pairs, rows[0], tooLong[0], options, specs);
+    }
+
+    /** GRPO prompts; the row's other fields go to the reward functions. */
+    public static Split<GrpoPrompt> prompts(List<DatasetSpec> specs, DataOptions options, Tokenizer tokenizer) {
+        List<GrpoPrompt> prompts = new ArrayList<>();
+        int[] rows = {0};
+        int[] tooLong = {0};
+        for (DatasetSpec spec : specs) {
+            forEachRow(spec, (row, location) -> {
+                rows[0]++;
+                String prompt = promptText(parse(spec, row, options, tokenizer, false));
+                long[] ids = ids(prompt, tokenizer, true);
+                if (ids.length >= options.sequenceLen()) {
+                    tooLong[0]++;
+                } else {
+                    prompts.add(new GrpoPrompt(ids, prompt, row));
+                }
+            });
+        }
+        return split(prompts, rows[0], tooLong[0], options, specs);
+    }
+
+    private interface RowSink {
+        void accept(JsonObject row, String location);
+    }
+
+    private static void forEachRow(DatasetSpec spec, RowSink sink) {
+        for (Path file : JsonRows.files(spec.path(), spec.where())) {
+            JsonRows.read(file, row -> {
+                try {
+                    if (row.problem() != null) {
+                        throw row.problem();
+                    }
+                    sink.accept(row.value(), row.location());
+                } catch (InvalidRow invalid) {
+                    throw new UserError(row.location(), invalid.getMessage(), invalid.hint());
+                }
+            });
+        }
+    }
+
+    private static <T> Split<T> split(List<T> items, int rows, int tooLong, DataOptions options,
+            List<DatasetSpec> specs) {
+        if (items.isEmpty()) {
+            throw new UserError(specs.get(0).where(), "the datasets hold no usable row (" + rows + " read, " + tooLong
+                    + " longer than sequence_len)", "check the rows' fields, and that sequence_len leaves room for them");
+        }
+        int held = options.valSetSize() == 0 ? 0 : options.valSetSize() < 1
+                ? (int) Math.ceil(options.valSetSize() * items.size()) : (int) options.valSetSize();
+        if (held >= items.size()) {
+            throw new UserError("val_set_size", "val_set_size holds out " + held + " of " + items.size()
+                    + " usable rows, leaving nothing to train on", "lower val_set_size or add data");
+        }
+        List<Integer> order = new ArrayList<>(IntStream.range(0, items.size()).boxed().toList());
+        Collections.shuffle(order, new Random(options.seed()));
+        List<T> eval = new ArrayList<>();
+        List<T> train = new ArrayList<>();
+        java.util.Set<Integer> heldOut = new java.util.HashSet<>(order.subList(0, held));
+        for (int i = 0; i < items.size(); i++) {
+            (heldOut.contains(i) ? eval : train).add(items.get(i));
+        }
+        return new Split<>(train, eval, rows, tooLong);
+    }
+
+    private static Parsed parse(DatasetSpec spec, JsonObject row, DataOptions options, Tokenizer tokenizer,
+            boolean answers) {
+        String type = spec.type() == null ? "passthrough" : spec.type();
+        String chosenField = spec.fieldChosen() != null ? spec.fieldChosen() : "chosen";
+        String rejectedField = spec.fieldRejected() != null ? spec.fieldRejected() : "rejected";
+        if (type.startsWith("chatml") || type.startsWith("llama3")) {
+            String format = type.startsWith("chatml") ? "chatml" : "llama3";
+            String variant = type.contains(".") ? type.substring(type.indexOf('.') + 1) : "default";
+            String promptField = switch (variant) {
+                case "intel" -> "question";
+                case "prompt_pairs" -> "prompt";
+                default -> firstPresent(row, PROMPT_FIELDS, type);
+            };
+            List<Message> messages = new ArrayList<>();
+            String system = Fields.optionalString(row, "system");
+            if (!system.isEmpty()) {
+                messages.add(new Message("system", system));
+            }
+            messages.add(new Message("user", Fields.requiredString(row, promptField, type)));
+            ChatTemplate template = ChatTemplates.builtIn(format, tokenizer.special(), spec.where());
+            return new Parsed(null, messages, template,
+                    answers ? assistant(row, variant.equals("default") ? or(row, chosenField, "chosen_response") : chosenField, type) : null,
+                    answers ? assistant(row, variant.equals("default") ? or(row, rejectedField, "rejected_response") : rejectedField, type) : null,
+                    null, null);
+        }
+        if (type.equals("chat_template.default") || type.equals("chat_template")) {
+            String field = spec.fieldMessages() != null ? spec.fieldMessages() : row.has("prompt") && !row.has("messages")
+                    ? "prompt" : "messages";
+            return new Parsed(null, messages(row, field, type), template(spec, options, tokenizer),
+                    answers ? message(row, chosenField, type) : null, answers ? message(row, rejectedField, type) : null,
+                    null, null);
+        }
+        // passthrough: TRL's rows as they are; a list prompt is a conversation, a string is plain text
+        JsonElement prompt = row.get("prompt");
+        if (prompt != null && prompt.isJsonArray()) {
+            return new Parsed(null, messages(row, "prompt", type), template(spec, options, tokenizer),
+                    answers ? message(row, chosenField, type) : null, answers ? message(row, rejectedField, type) : null,
+                    null, null);
+        }
+        return new Parsed(Fields.requiredString(row, "prompt", type), null, null, null, null,
+                answers ? Fields.requiredString(row, chosenField, type) : null,
+                answers ? Fields.requiredString(row, rejectedField, type) : null);
+    }
+
+    private static ChatTemplate template(DatasetSpec spec, DataOptions options, Tokenizer tokenizer) {
+        String choice = spec.chatTemplate() != null ? spec.chatTemplate() : options.chatTemplate();
+        return ChatTemplates.resolve(choice, options.chatTemplateJinja(), tokenizer, spec.where() + ": chat_template");
+    }
+
+    private static String promptText(Parsed parsed) {
+        return parsed.template() == null ? parsed.plainPrompt() : parsed.template().render(parsed.messages(), true);
+    }
+
+    /** The answer's text as it follows the prompt: the full rendering minus the prompt's (plain: the text itself). */
+    private static long[] answer(Parsed parsed, String prompt, Message message, String plain, Tokenizer tokenizer) {
+        String text;
+        if (parsed.template() == null) {
+            text = plain;
+        } else {
+            List<Message> all = new ArrayList<>(parsed.messages());
+            all.add(message);
+            String full = parsed.template().render(all, false);
+            if (!full.startsWith(prompt)) {
+                throw new InvalidRow("the chat template renders the conversation with an answer differently from the "
+                        + "prompt alone, so the answer cannot be separated", "use a template whose generation prompt "
+                        + "is a prefix of the answered conversation (chatml, llama3, qwen_25)");
+            }
+            text = full.substring(prompt.length());
+        }
+        long[] ids = ids(text, tokenizer, false);
+        int eos = tokenizer.special().eosId();
+        if (eos >= 0 && (ids.length == 0 || ids[ids.length - 1] != eos)) {
+            ids = java.util.Arrays.copyOf(ids, ids.length + 1);
+            ids[ids.length - 1] = eos;
+        }
+        return ids;
+    }
+
+    private static long[] ids(String text, Tokenizer tokenizer, boolean bos) {
+        String bosText = tokenizer.special().bos();
+        boolean addBos = bos && (bosText == null || !text.startsWith(bosText));
+        return java.util.Arrays.stream(tokenizer.encode(text, addBos)).asLongStream().toArray();
+    }
+
+    private static String firstPresent(JsonObject row, List<String> fields, String type) {
+        for (String field : fields) {
+            if (row.has(field) && !row.get(field).isJsonNull()) {
+                return field;
+            }
+        }
+        throw new InvalidRow("the row has none of " + String.join(", ", fields) + " (type " + type + ")",
+                "name the prompt field prompt");
+    }
+
+    private static String or(JsonObject row, String field, String alternative) {
+        return row.has(field) || !row.has(alternative) ? field : alternative;
+    }
+
+    private static Message assistant(JsonObject row, String field, String type) {
+        return new Message("assistant", Fields.requiredString(row, field, type));
+    }
+
+    /** An answer as a message object, a one-message list (TRL conversational), or plain text. */
+    private static Message message(JsonObject row, String field, String type) {
+        JsonElement value = row.get(field);
+        if (value != null && value.isJsonArray()) {
+            JsonArray list = value.getAsJsonArray();
+            if (list.size() != 1 || !list.get(0).isJsonObject()) {
+                throw new InvalidRow("field '" + field + "' must hold one assistant message", "write e.g. "
+                        + "\"" + field + "\": [{\"role\": \"assistant\", \"content\": \"...\"}]");
+            }
+            value = list.get(0);
+        }
+        if (value != null && value.isJsonObject()) {
+            JsonObject m = value.getAsJsonObject();
+            return new Message(m.has("role") ? Fields.asString(m.get("role"), "role") : "assistant",
+                    Fields.requiredString(m, "content", type));
+        }
+        return assistant(row, field, type);
+    }
+
+    private static List<Message> messages(JsonObject row, String field, String type) {
+        JsonElement value = row.get(field);
+        if (value == null || !value.isJsonArray()) {
+            throw new InvalidRow("field '" + field + "' must be a list of messages (type " + type + ")",
+                    "write e.g. \"" + field + "\": [{\"role\": \"user\", \"content\": \"...\"}]");
+        }
+        List<Message> messages = new ArrayList<>();
+        for (JsonElement item : value.getAsJsonArray()) {
+            if (!item.isJsonObject()) {
+                throw new InvalidRow("every message in '" + field + "' must be an object", "use {role, content}");
+            }
+            JsonObject m = item.getAsJsonObject();
+            messages.add(new Message(Fields.requiredString(m, "role", type), Fields.requiredString(m, "content", type)));
+        }
+        return messages;
+    }
+}
