@@ -1,0 +1,126 @@
+package dev.finetune.trainers.backend;
+
+import ai.djl.ndarray.NDManager;
+import dev.finetune.adapters.lora.AdapterSwitch;
+import dev.finetune.recipes.Recipe;
+import dev.finetune.trainers.data.DataOptions;
+import dev.finetune.trainers.data.RlRows;
+import dev.finetune.trainers.rewards.Rewards;
+import dev.finetune.trainers.text.Tokenizer;
+import dev.finetune.trainers.train.Batch;
+import dev.finetune.trainers.train.LlamaTrainable;
+import dev.finetune.trainers.train.Objective;
+import dev.finetune.trainers.train.TrainableModel;
+import dev.finetune.trainers.train.dpo.DpoBatch;
+import dev.finetune.trainers.train.dpo.DpoLoss;
+import dev.finetune.trainers.train.dpo.DpoObjective;
+import dev.finetune.trainers.train.dpo.PreferencePair;
+import dev.finetune.trainers.train.grpo.GrpoBatch;
+import dev.finetune.trainers.train.grpo.GrpoLoss;
+import dev.finetune.trainers.train.grpo.GrpoObjective;
+import dev.finetune.trainers.train.grpo.GrpoPrompt;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Locale;
+import java.util.Set;
+import java.util.function.Function;
+
+/**
+ * The one place where an {@code rl:} recipe becomes what the loop runs: the objective and its training and
+ * evaluation micro batches. The loop itself never learns which objective it runs.
+ *
+ * @param report what to print about the data and the objective before training
+ * @param rewards the reward functions to close when the run ends (reward commands are processes), or null
+ */
+public record RlSetup<B extends Batch>(Objective<B> objective, List<B> train, List<B> eval, String report,
+        Rewards rewards) implements AutoCloseable {
+
+    /**
+     * @param trainable the model the loop trains (with its train/eval switch)
+     * @param llama the same model for generation and reference passes
+     * @param adapters its adapter switch, or {@code null} for full fine-tuning
+     * @param allowCommands the user passed {@code --allow-commands}
+     * @param manager long-lived; only used while this builds (full fine-tuning DPO's reference pass)
+     */
+    public static RlSetup<?> of(Recipe recipe, int microBatchSize, DataOptions data, Tokenizer tokenizer,
+            TrainableModel<?> trainable, LlamaTrainable llama, AdapterSwitch adapters, boolean allowCommands,
+            NDManager manager) {
+        int padId = tokenizer.special().padId() >= 0 ? tokenizer.special().padId()
+                : Math.max(0, tokenizer.special().eosId());
+        if (recipe.objective() instanceof Recipe.Objective.Dpo dpo) {
+            return dpo(recipe, dpo, microBatchSize, data, tokenizer, trainable, adapters, padId, manager);
+        }
+        if (recipe.objective() instanceof Recipe.Objective.Grpo grpo) {
+            return grpo(recipe, grpo, microBatchSize, data, tokenizer, llama, adapters, allowCommands, padId);
+        }
+        throw new IllegalArgumentException("not an rl: objective: " + recipe.objective());
+    }
+
+    private static RlSetup<DpoBatch> dpo(Recipe recipe, Recipe.Objective.Dpo dpo, int micro, DataOptions data,
+            Tokenizer tokenizer, TrainableModel<?> trainable, AdapterSwitch adapters, int padId, NDManager manager) {
+        RlRows.Split<PreferencePair> pairs = RlRows.preferences(recipe.data().datasets(), data, tokenizer);
+        List<PreferencePair> evalPairs = recipe.data().testDatasets().isEmpty() ? pairs.eval()
+                : RlRows.preferences(recipe.data().testDatasets(), data.withValSetSize(0), tokenizer).train();
+        DpoLoss.Type type = DpoLoss.Type.parse(dpo.lossType());
+        DpoLoss loss = new DpoLoss(type, dpo.beta(), dpo.labelSmoothing());
+        List<DpoBatch> train = chunks(pairs.train(), micro, part -> DpoBatch.of(part, padId));
+        List<DpoBatch> eval = chunks(evalPairs, micro, part -> DpoBatch.of(part, padId));
+        // Full fine-tuning moves the only copy of the weights, so the reference is taken from them before the
+        // first step (a resumed run rebuilds it the same way from the base model it loads first).
+        boolean precomputed = adapters == null || dpo.precomputeRefLogProbs();
+        if (precomputed) {
+            train = DpoObjective.precompute(trainable, adapters, train, type, manager);
+            eval = DpoObjective.precompute(trainable, adapters, eval, type, manager);
+        }
+        String report = String.format(Locale.ROOT, "dpo: %d pairs for training, %d held out (%d rows read, %d longer "
+                + "than sequence_len dropped); loss %s, beta %s; reference: %s%n", pairs.train().size(),
+                evalPairs.size(), pairs.rows(), pairs.tooLong(), type.name().toLowerCase(Locale.ROOT), dpo.beta(),
+                precomputed ? "computed once before training" : "the base model (adapter switched off) each step");
+        return new RlSetup<>(new DpoObjective(loss, trainable, adapters), train, eval, report, null);
+    }
+
+    private static RlSetup<GrpoBatch> grpo(Recipe recipe, Recipe.Objective.Grpo grpo, int micro, DataOptions data,
+            Tokenizer tokenizer, LlamaTrainable llama, AdapterSwitch adapters, boolean allowCommands, int padId) {
+        RlRows.Split<GrpoPrompt> prompts = RlRows.prompts(recipe.data().datasets(), data, tokenizer);
+        List<GrpoPrompt> evalPrompts = recipe.data().testDatasets().isEmpty() ? prompts.eval()
+                : RlRows.prompts(recipe.data().testDatasets(), data.withValSetSize(0), tokenizer).train();
+        int generations = grpo.numGenerations();
+        // A prompt's group is never split across micro batches: its advantages are normalised within it.
+        int promptsPerMicro = Math.max(1, micro / generations);
+        List<GrpoBatch> train = chunks(prompts.train(), promptsPerMicro, part -> new GrpoBatch(part, generations));
+        List<GrpoBatch> eval = chunks(evalPrompts, promptsPerMicro, part -> new GrpoBatch(part, generations));
+        GrpoObjective.Settings settings = new GrpoObjective.Settings(grpo.maxCompletionLength(), grpo.temperature(),
+                grpo.scaleRewards(), new GrpoLoss(grpo.epsilon(), grpo.beta()),
+                Set.of((long) tokenizer.special().eosId()), padId);
+        Rewards rewards = Rewards.start(grpo.rewardFuncs(), grpo.rewardWeights(), allowCommands);
+        Function<long[], String> decode = ids -> tokenizer.decode(
+                Arrays.stream(ids).mapToInt(Math::toIntExact).toArray(), true);
+        try {
+            GrpoObjective objective = new GrpoObjective(settings, llama, adapters, rewards, decode);
+            String report = String.format(Locale.ROOT, "grpo: %d prompts for training, %d held out; %d completions "
+                    + "per prompt of up to %d tokens, %d prompt(s) per micro batch; rewards %s%n",
+                    prompts.train().size(), evalPrompts.size(), generations, grpo.maxCompletionLength(),
+                    promptsPerMicro, grpo.rewardFuncs().stream().map(r -> r.label()).toList());
+            return new RlSetup<>(objective, train, eval, report, rewards);
+        } catch (RuntimeException e) {
+            rewards.close();
+            throw e;
+        }
+    }
+
+    private static <T, B> List<B> chunks(List<T> items, int size, Function<List<T>, B> batch) {
+        List<B> out = new ArrayList<>();
+        for (int from = 0; from < items.size(); from += size) {
+            out.add(batch.apply(items.subList(from, Math.min(items.size(), from + size))));
+        }
+        return out;
+    }
+
+    @Override
+    public void close() {
+        if (rewards != null) {
+            rewards.close();
+        }
+    }
+}
