@@ -1,0 +1,121 @@
+package dev.finetune.trainers.data;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.finetune.recipes.DatasetSpec;
+import dev.finetune.recipes.UserError;
+import dev.finetune.trainers.text.Tokenizer;
+import dev.finetune.trainers.train.dpo.PreferencePair;
+import dev.finetune.trainers.train.grpo.GrpoPrompt;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.Arrays;
+import java.util.List;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/** Preference pairs and GRPO prompts from real files, for each DPO type we read. */
+class RlRowsTest {
+    static Tokenizer tokenizer;
+
+    @BeforeAll
+    static void load() {
+        tokenizer = Tokenizer.load(DataPipelineTest.STORIES);
+    }
+
+    @AfterAll
+    static void close() {
+        tokenizer.close();
+    }
+
+    private static DatasetSpec spec(Path file, String type) {
+        return new DatasetSpec(file, type, null, null, null, null, null, null, "recipe.yaml:4:5", null, "train", null,
+                null);
+    }
+
+    private static long[] ids(String text, boolean bos) {
+        return Arrays.stream(tokenizer.encode(text, bos)).asLongStream().toArray();
+    }
+
+    private static long[] withEos(long[] ids) {
+        long[] out = Arrays.copyOf(ids, ids.length + 1);
+        out[ids.length] = DataPipelineTest.EOS;
+        return out;
+    }
+
+    private static PreferencePair one(Path dir, String type, String row) throws IOException {
+        Path file = dir.resolve(type + ".jsonl");
+        Files.writeString(file, row + "\n");
+        return RlRows.preferences(List.of(spec(file, type)), DataOptions.defaults(), tokenizer).train().get(0);
+    }
+
+    @Test
+    void plainRowsAreConcatenatedAsTrlDoesWithEosAfterEachAnswer(@TempDir Path dir) throws IOException {
+        PreferencePair pair = one(dir, "passthrough",
+                "{\"prompt\": \"Tom saw a dog.\", \"chosen\": \" He smiled.\", \"rejected\": \" He cried.\"}");
+        assertArrayEquals(ids("Tom saw a dog.", true), pair.prompt());
+        assertArrayEquals(withEos(ids(" He smiled.", false)), pair.chosen());
+        assertArrayEquals(withEos(ids(" He cried.", false)), pair.rejected());
+    }
+
+    @Test
+    void chatmlIntelRendersSystemAndQuestionAsAChatmlPrompt(@TempDir Path dir) throws IOException {
+        PreferencePair pair = one(dir, "chatml.intel", "{\"system\": \"Be kind.\", \"question\": \"Hi?\", "
+                + "\"chosen\": \"Hello!\", \"rejected\": \"Go away.\"}");
+        assertArrayEquals(ids("<|im_start|>system\nBe kind.<|im_end|>\n<|im_start|>user\nHi?<|im_end|>\n"
+                + "<|im_start|>assistant\n", true), pair.prompt());
+        String chosen = tokenizer.decode(Arrays.stream(pair.chosen()).mapToInt(Math::toIntExact).toArray(), false);
+        assertTrue(chosen.startsWith("Hello!<|im_end|>"), chosen);
+    }
+
+    @Test
+    void conversationalRowsUseTheChatTemplate(@TempDir Path dir) throws IOException {
+        Path file = dir.resolve("chat.jsonl");
+        Files.writeString(file, "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi?\"}], "
+                + "\"chosen\": {\"role\": \"assistant\", \"content\": \"Hello!\"}, "
+                + "\"rejected\": {\"role\": \"assistant\", \"content\": \"No.\"}}\n");
+        Path trlFile = dir.resolve("trl.jsonl");
+        Files.writeString(trlFile, "{\"prompt\": [{\"role\": \"user\", \"content\": \"Hi?\"}], "
+                + "\"chosen\": [{\"role\": \"assistant\", \"content\": \"Hello!\"}], "
+                + "\"rejected\": [{\"role\": \"assistant\", \"content\": \"No.\"}]}\n");
+        DataOptions chatml = DataOptions.defaults().withChatTemplate("chatml", null);
+        PreferencePair typed = RlRows.preferences(List.of(spec(file, "chat_template.default")), chatml, tokenizer)
+                .train().get(0);
+        PreferencePair trl = RlRows.preferences(List.of(spec(trlFile, "passthrough")), chatml, tokenizer).train().get(0);
+        assertArrayEquals(typed.prompt(), trl.prompt(), "Axolotl's chat_template.default and TRL's conversational rows");
+        assertArrayEquals(typed.chosen(), trl.chosen());
+        assertArrayEquals(ids("<|im_start|>user\nHi?<|im_end|>\n<|im_start|>assistant\n", true), typed.prompt());
+    }
+
+    @Test
+    void grpoPromptsKeepTheRowForRewardsAndHoldOutTheValidationShare(@TempDir Path dir) throws IOException {
+        Path file = dir.resolve("prompts.jsonl");
+        StringBuilder rows = new StringBuilder();
+        for (int i = 0; i < 10; i++) {
+            rows.append("{\"prompt\": \"Story ").append(i).append(".\", \"answer\": \"").append(i).append("\"}\n");
+        }
+        Files.writeString(file, rows);
+        RlRows.Split<GrpoPrompt> split = RlRows.prompts(List.of(spec(file, "passthrough")),
+                DataOptions.defaults().withValSetSize(0.2), tokenizer);
+        assertEquals(8, split.train().size());
+        assertEquals(2, split.eval().size());
+        GrpoPrompt first = split.train().get(0);
+        assertEquals(first.text().substring(6, 7), first.fields().get("answer").getAsString());
+        assertArrayEquals(ids(first.text(), true), first.ids());
+    }
+
+    @Test
+    void aRowWithoutTheTypesFieldsNamesItsLocation(@TempDir Path dir) throws IOException {
+        Path file = dir.resolve("bad.jsonl");
+        Files.writeString(file, "{\"prompt\": \"x\", \"chosen\": \"y\"}\n");
+        UserError e = assertThrows(UserError.class, () -> RlRows.preferences(List.of(spec(file, "chatml.prompt_pairs")),
+                DataOptions.defaults(), tokenizer));
+        assertTrue(e.oneLine().contains("bad.jsonl:1") && e.oneLine().contains("'rejected'"), e.oneLine());
+    }
+}
