@@ -17,6 +17,7 @@ import dev.finetune.trainers.text.Tokenizer;
 import dev.finetune.trainers.train.LlamaTrainable;
 import dev.finetune.trainers.train.Trainer;
 import dev.finetune.trainers.train.TrainingOptions;
+import dev.finetune.trainers.train.checkpoint.CheckpointStore;
 import dev.finetune.trainers.train.optim.LrSchedule;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -93,6 +94,29 @@ class GrpoObjectiveTest {
                     assertEquals(before.get(i)[k] * factor, now[k], 1e-7, params.get(i).name() + "[" + k + "]");
                 }
             }
+        }
+    }
+
+    @Test
+    void aRewardCommandThatDiesStopsTheRunAndKeepsTheLastCheckpoint(@TempDir Path out) {
+        Path dir = Stories260KReference.modelDir();
+        // answers the first two steps (two completions each), then dies
+        RewardSpec.Command dies = new RewardSpec.Command("judge",
+                "n=0; while read l; do n=$((n+1)); if [ $n -gt 4 ]; then echo 'judge: out of budget' >&2; exit 7; fi; "
+                        + "echo $n; done", null);
+        try (NDManager manager = NDManager.newBaseManager(); Tokenizer tokenizer = Tokenizer.load(dir);
+                Rewards rewards = Rewards.start(List.of(dies), List.of(), true)) {
+            LlamaTrainable model = new LlamaTrainable(LlamaModel.load(dir, manager, LoadOptions.fullFineTune()));
+            TrainingOptions options = TrainingOptions.builder(out).maxSteps(4).learningRate(LEARNING_RATE)
+                    .saveSteps(1).build();
+            Trainer<GrpoBatch> trainer = new Trainer<>(model, new GrpoObjective(settings(tokenizer, 0), model, null,
+                    rewards, decoder(tokenizer)), batches(tokenizer, 2), List.of(), options, manager,
+                    new Trainer.Listener() {});
+            UserError e = assertThrows(UserError.class, trainer::run);
+            assertTrue(e.oneLine().contains("exited with code 7") && e.oneLine().contains("out of budget"),
+                    e.oneLine());
+            List<CheckpointStore.Saved> kept = new CheckpointStore(out, 0).complete();
+            assertEquals(2L, kept.get(kept.size() - 1).step(), "the checkpoint of the last finished step stays");
         }
     }
 
