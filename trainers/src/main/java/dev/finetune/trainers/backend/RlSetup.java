@@ -77,6 +77,10 @@ public record RlSetup<B extends Batch>(Objective<B> objective, List<B> train, Li
                 + "than sequence_len dropped); loss %s, beta %s; reference: %s%n", pairs.train().size(),
                 evalPairs.size(), pairs.rows(), pairs.tooLong(), type.name().toLowerCase(Locale.ROOT), dpo.beta(),
                 precomputed ? "computed once before training" : "the base model (adapter switched off) each step");
+        if (!eval.isEmpty()) {
+            report += basePreference(precomputed ? eval
+                    : DpoObjective.precompute(trainable, adapters, eval, type, manager));
+        }
         return new RlSetup<>(new DpoObjective(loss, trainable, adapters), train, eval, report, null);
     }
 
@@ -107,6 +111,24 @@ public record RlSetup<B extends Batch>(Objective<B> objective, List<B> train, Li
             rewards.close();
             throw e;
         }
+    }
+
+    /**
+     * Where training starts from: how often the reference model already finds the chosen answer likelier on the
+     * held-out pairs (TRL's {@code rewards/accuracies} is 0 at step 0 by construction: policy = reference).
+     */
+    private static String basePreference(List<DpoBatch> scored) {
+        int pairs = 0;
+        int agree = 0;
+        for (DpoBatch batch : scored) {
+            float[] logp = batch.reference();
+            for (int i = 0; i < batch.pairs(); i++) {
+                pairs++;
+                agree += logp[i] > logp[batch.pairs() + i] ? 1 : 0;
+            }
+        }
+        return String.format(Locale.ROOT, "dpo: before training the reference prefers the chosen answer in %.3f of "
+                + "the %d held-out pairs%n", (double) agree / pairs, pairs);
     }
 
     private static <T, B> List<B> chunks(List<T> items, int size, Function<List<T>, B> batch) {

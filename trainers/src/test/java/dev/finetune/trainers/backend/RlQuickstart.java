@@ -16,9 +16,6 @@ import dev.finetune.trainers.train.LlamaTrainable;
 import dev.finetune.trainers.train.RecipeOptions;
 import dev.finetune.trainers.train.Trainer;
 import dev.finetune.trainers.train.TrainingOptions;
-import dev.finetune.trainers.train.dpo.DpoBatch;
-import dev.finetune.trainers.train.dpo.DpoLoss;
-import dev.finetune.trainers.train.dpo.DpoObjective;
 import java.lang.management.ManagementFactory;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -70,9 +67,6 @@ public final class RlQuickstart {
             try (RlSetup<?> setup = RlSetup.of(recipe, validated.plan().micro(), data, tokenizer, trainable, trainable,
                     adapters, allowCommands, manager)) {
                 System.out.print(setup.report());
-                if (setup.objective() instanceof DpoObjective) {
-                    printBasePreference(castDpo(setup).eval(), trainable, adapters, manager);
-                }
                 TrainingOptions options = RecipeOptions.from(recipe, validated.plan().accumulation(),
                         setup.train().size(), "quickstart");
                 Trainer.Listener listener = new Trainer.Listener() {
@@ -92,35 +86,9 @@ public final class RlQuickstart {
                 cpu / wall);
     }
 
-    @SuppressWarnings("unchecked")
-    private static RlSetup<DpoBatch> castDpo(RlSetup<?> setup) {
-        return (RlSetup<DpoBatch>) setup;
-    }
-
     private static <B extends Batch> void run(RlSetup<B> setup, LlamaTrainable model, TrainingOptions options,
             NDManager manager, Trainer.Listener listener) {
         new Trainer<>(model, setup.objective(), setup.train(), setup.eval(), options, manager, listener).run();
-    }
-
-    /** The base model's own preference on the held-out pairs: does it already find the chosen answer likelier? */
-    private static void printBasePreference(List<DpoBatch> eval, LlamaTrainable model, AdapterSwitch adapters,
-            NDManager manager) {
-        List<DpoBatch> scored = eval.get(0).reference() != null ? eval
-                : DpoObjective.precompute(model, adapters, eval, DpoLoss.Type.SIGMOID, manager);
-        int pairs = 0;
-        int agree = 0;
-        double margin = 0;
-        for (DpoBatch batch : scored) {
-            float[] logp = batch.reference();
-            for (int i = 0; i < batch.pairs(); i++) {
-                pairs++;
-                double gap = logp[i] - logp[batch.pairs() + i];
-                agree += gap > 0 ? 1 : 0;
-                margin += gap;
-            }
-        }
-        System.out.printf(Locale.ROOT, "base model on %d held-out pairs: prefers chosen in %.3f, mean log-prob gap "
-                + "%.3f%n", pairs, (double) agree / pairs, margin / pairs);
     }
 
     private static void report(List<Map<String, Object>> lines) {
