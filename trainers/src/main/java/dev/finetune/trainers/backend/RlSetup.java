@@ -106,6 +106,16 @@ public record RlSetup<B extends Batch>(Objective<B> objective, List<B> train, Li
                     + "per prompt of up to %d tokens, %d prompt(s) per micro batch; rewards %s%n",
                     prompts.train().size(), evalPrompts.size(), generations, grpo.maxCompletionLength(),
                     promptsPerMicro, grpo.rewardFuncs().stream().map(r -> r.label()).toList());
+            if (micro % generations != 0) {
+                report += String.format(Locale.ROOT, "grpo: note: micro_batch_size %d is not a multiple of "
+                        + "num_generations %d; a micro batch holds whole groups, %d completions%n", micro, generations,
+                        promptsPerMicro * generations);
+            }
+            if (grpo.generationBatchSize() != null) {
+                report += String.format(Locale.ROOT, "grpo: note: trl.generation_batch_size %d is not used: "
+                        + "completions are sampled per micro batch, by the policy being trained%n",
+                        grpo.generationBatchSize());
+            }
             return new RlSetup<>(objective, train, eval, report, rewards);
         } catch (RuntimeException e) {
             rewards.close();
