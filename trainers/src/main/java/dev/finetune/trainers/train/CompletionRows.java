@@ -13,9 +13,12 @@ import java.util.List;
  * token is part of row {@code r}'s completion; both are built in Java so the graph holds no op on them.
  */
 public record CompletionRows(int rows, int columns, long[] inputIds, long[] positionIds, long[] segmentIds,
-        long[] targets, float[] completionMask, int[] completionLengths, int padId) {
+        long[] targets, float[] completionMask, int[] completionLengths) {
 
-    /** Row {@code i} is {@code prompts[i] ++ completions[i]}; every prompt needs at least one token. */
+    /**
+     * Row {@code i} is {@code prompts[i] ++ completions[i]}, right-padded with {@code padId} (never attended to:
+     * padding has segment 0); every prompt needs at least one token.
+     */
     public static CompletionRows of(List<long[]> prompts, List<long[]> completions, int padId) {
         if (prompts.size() != completions.size() || prompts.isEmpty()) {
             throw new IllegalArgumentException(prompts.size() + " prompts for " + completions.size() + " completions");
@@ -52,7 +55,7 @@ public record CompletionRows(int rows, int columns, long[] inputIds, long[] posi
                 mask[i] = 1f;
             }
         }
-        return new CompletionRows(rows, columns, ids, positions, segments, targets, mask, lengths, padId);
+        return new CompletionRows(rows, columns, ids, positions, segments, targets, mask, lengths);
     }
 
     /** Real (non-padding) tokens. */
