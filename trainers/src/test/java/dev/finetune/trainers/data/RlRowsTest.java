@@ -75,6 +75,17 @@ class RlRowsTest {
     }
 
     @Test
+    void llama3PromptPairsRenderLlama3Headers(@TempDir Path dir) throws IOException {
+        PreferencePair pair = one(dir, "llama3.prompt_pairs", "{\"prompt\": \"Hi?\", \"chosen\": \"Hello!\", "
+                + "\"rejected\": \"No.\"}");
+        String prompt = tokenizer.decode(Arrays.stream(pair.prompt()).mapToInt(Math::toIntExact).toArray(), false);
+        assertTrue(prompt.contains("<|start_header_id|>user<|end_header_id|>\n\nHi?<|eot_id|>"
+                + "<|start_header_id|>assistant<|end_header_id|>\n\n"), prompt);
+        String chosen = tokenizer.decode(Arrays.stream(pair.chosen()).mapToInt(Math::toIntExact).toArray(), false);
+        assertTrue(chosen.startsWith("Hello!<|eot_id|>"), chosen);
+    }
+
+    @Test
     void conversationalRowsUseTheChatTemplate(@TempDir Path dir) throws IOException {
         Path file = dir.resolve("chat.jsonl");
         Files.writeString(file, "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi?\"}], "
