@@ -80,9 +80,13 @@ public final class Main implements Callable<Integer> {
             description = "Prompt of the greedy sample printed before and after training (default: taken from the data).")
     String samplePrompt;
 
+    @Option(names = "--allow-commands",
+            description = "Let GRPO reward commands named in the recipe run (recipes are shared files: read them first).")
+    boolean allowCommands;
+
     /** Trains in this JVM; the backend refuses sharded recipes before doing any work. */
     int dispatchTraining(ValidatedRecipe validated) {
-        SingleDeviceBackend.train(validated, new SingleDeviceBackend.Settings(samplePrompt, System.out));
+        SingleDeviceBackend.train(validated, new SingleDeviceBackend.Settings(samplePrompt, allowCommands, System.out));
         return OK;
     }
 

@@ -5,6 +5,7 @@ import ai.djl.ndarray.NDManager;
 import dev.finetune.adapters.NamedArray;
 import dev.finetune.adapters.io.SafetensorsDtype;
 import dev.finetune.adapters.io.SafetensorsWriter;
+import dev.finetune.adapters.lora.AdapterSwitch;
 import dev.finetune.adapters.lora.LoraFactory;
 import dev.finetune.adapters.peft.AdapterConfig;
 import dev.finetune.adapters.peft.AdapterFiles;
@@ -72,6 +73,11 @@ final class BuiltModel {
 
     TrainableModel<LlamaTrainable.Shared> trainable() {
         return trainable;
+    }
+
+    /** The adapter on/off switch (the reference model of DPO and GRPO), or {@code null} for a full fine-tune. */
+    AdapterSwitch adapters() {
+        return lora == null ? null : lora.adapters();
     }
 
     /** Which layers train and how many parameters that is, e.g. for a LoRA recipe the matched modules. */

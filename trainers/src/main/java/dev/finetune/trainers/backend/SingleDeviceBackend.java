@@ -37,16 +37,17 @@ public final class SingleDeviceBackend {
 
     /**
      * @param samplePrompt the text of the before/after sample, or {@code null} to take it from the data
+     * @param allowCommands the user passed {@code --allow-commands}: GRPO reward commands named in the recipe may run
      * @param out where the data report, the adapter summary, samples and the result go (the progress is logged)
      */
-    public record Settings(String samplePrompt, PrintStream out) {}
+    public record Settings(String samplePrompt, boolean allowCommands, PrintStream out) {}
 
     /** What a finished run reports. */
     public record Result(Path outputDir, Trainer.Summary summary, String sampleBefore, String sampleAfter) {}
 
     private SingleDeviceBackend() {}
 
-    /** Refuses what this backend cannot run, before any work: sharded runs and objectives other than SFT. */
+    /** Refuses what this backend cannot run, before any work: sharded runs. */
     public static void requireRunnable(Recipe recipe) {
         boolean wantsFsdp = recipe.backend() == Recipe.Backend.FSDP
                 || (recipe.backend() == Recipe.Backend.AUTO
@@ -56,11 +57,6 @@ public final class SingleDeviceBackend {
                     + recipe.hardware().devices() + " GPUs), which is not in this build",
                     "train on one device with backend: single and without fsdp_config (hardware: {gpus: 1} or cpu)");
         }
-        if (!(recipe.objective() instanceof Recipe.Objective.Sft)) {
-            String name = recipe.objective() instanceof Recipe.Objective.Dpo ? "dpo" : "grpo";
-            throw new UserError("rl", "rl: " + name + " is not in this build's single-device trainer yet",
-                    "remove rl: to fine-tune with SFT");
-        }
     }
 
     public static Result train(ValidatedRecipe validated, Settings settings) {
@@ -69,6 +65,9 @@ public final class SingleDeviceBackend {
         requireRunnable(recipe);
         for (String setting : notActedOn(recipe)) {
             LOG.warn("warning: {} (the single-device trainer does not act on it yet)", setting);
+        }
+        if (!(recipe.objective() instanceof Recipe.Objective.Sft)) {
+            return RlTraining.train(validated, settings);
         }
         Path modelDir = localModel(recipe.model().baseModel());
         Tokenizer tokenizer = Tokenizer.load(recipe.model().tokenizerConfig() != null

@@ -117,6 +117,9 @@ public final class RecipeOptions {
             keys.put("adapter", "full");
         }
         keys.put("datasets", datasetIdentity);
+        // checkpoints of one objective are not a starting point for another (DPO's reference, GRPO's groups)
+        keys.put("rl", recipe.objective() instanceof Recipe.Objective.Dpo ? "dpo"
+                : recipe.objective() instanceof Recipe.Objective.Grpo ? "grpo" : "sft");
         keys.put("sequence_len", Integer.toString(recipe.training().sequenceLen()));
         keys.put("sample_packing", Boolean.toString(recipe.training().samplePacking()));
         keys.put("micro_batch_size", String.valueOf(recipe.batch().microBatchSize()));
