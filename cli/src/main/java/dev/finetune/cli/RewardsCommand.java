@@ -1,7 +1,7 @@
 package dev.finetune.cli;
 
 import dev.finetune.recipes.ValidatedRecipe;
-import dev.finetune.trainers.rewards.DryRun;
+import dev.finetune.trainers.backend.RewardDryRun;
 import java.io.PrintWriter;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -55,10 +55,10 @@ final class RewardsCommand implements Callable<Integer> {
         ValidatedRecipe validated = ValidatedRecipe.load(recipe, overrides);
         ValidateCommand.printWarnings(validated.warnings());
         PrintWriter out = spec.commandLine().getOut();
-        List<DryRun.Row> scored = DryRun.run(validated.recipe(), rows, completions, samples, allowCommands, seed);
-        for (DryRun.Row row : scored) {
+        List<RewardDryRun.Row> scored = RewardDryRun.run(validated.recipe(), rows, completions, samples, allowCommands, seed);
+        for (RewardDryRun.Row row : scored) {
             out.println("prompt: " + quoted(row.prompt()) + (row.fields().size() > 0 ? "  fields: " + row.fields() : ""));
-            for (DryRun.Scored s : row.completions()) {
+            for (RewardDryRun.Scored s : row.completions()) {
                 StringBuilder parts = new StringBuilder();
                 s.byFunction().forEach((label, value) -> parts.append(String.format(Locale.ROOT, " %s=%.3g", label, value)));
                 out.printf(Locale.ROOT, "  reward %.3f [%s ] %s%n", s.total(), parts.toString().strip().isEmpty() ? ""

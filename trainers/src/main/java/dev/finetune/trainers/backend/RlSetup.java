@@ -74,8 +74,9 @@ public record RlSetup<B extends Batch>(Objective<B> objective, List<B> train, Li
             eval = DpoObjective.precompute(trainable, adapters, eval, type, manager);
         }
         String report = String.format(Locale.ROOT, "dpo: %d pairs for training, %d held out (%d rows read, %d longer "
-                + "than sequence_len dropped); loss %s, beta %s; reference: %s%n", pairs.train().size(),
-                evalPairs.size(), pairs.rows(), pairs.tooLong(), type.name().toLowerCase(Locale.ROOT), dpo.beta(),
+                + "than sequence_len, %d invalid skipped); loss %s, beta %s; reference: %s%n", pairs.train().size(),
+                evalPairs.size(), pairs.rows(), pairs.tooLong(), pairs.skipped(), type.name().toLowerCase(Locale.ROOT),
+                dpo.beta(),
                 precomputed ? "computed once before training" : "the base model (adapter switched off) each step");
         if (!eval.isEmpty()) {
             report += basePreference(precomputed ? eval

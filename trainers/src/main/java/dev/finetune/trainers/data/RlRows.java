@@ -4,6 +4,7 @@ import com.google.gson.JsonArray;
 import com.google.gson.JsonElement;
 import com.google.gson.JsonObject;
 import dev.finetune.recipes.DatasetSpec;
+import dev.finetune.recipes.Recipe;
 import dev.finetune.recipes.UserError;
 import dev.finetune.trainers.text.ChatTemplate;
 import dev.finetune.trainers.text.ChatTemplates;
@@ -13,6 +14,7 @@ import dev.finetune.trainers.train.dpo.PreferencePair;
 import dev.finetune.trainers.train.grpo.GrpoPrompt;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Collections;
 import java.util.List;
 import java.util.Random;
@@ -32,8 +34,13 @@ public final class RlRows {
 
     private RlRows() {}
 
-    /** Held-out split as {@code val_set_size} draws it, and what was left out. */
-    public record Split<T>(List<T> train, List<T> eval, int rows, int tooLong) {}
+    /**
+     * Held-out split as {@code val_set_size} draws it, and what was left out.
+     *
+     * @param tooLong rows longer than {@code sequence_len}: dropped or truncated per {@code excess_length_strategy}
+     * @param skipped invalid rows skipped under {@code dataset_skip_invalid_rows}
+     */
+    public record Split<T>(List<T> train, List<T> eval, int rows, int tooLong, int skipped) {}
 
     /** What one row says before rendering: a prompt as text (plain) or as messages, and optional answers. */
     private record Parsed(String plainPrompt, List<Message> messages, ChatTemplate template, Message chosen,
@@ -41,70 +48,101 @@ public final class RlRows {
 
     public static Split<PreferencePair> preferences(List<DatasetSpec> specs, DataOptions options, Tokenizer tokenizer) {
         List<PreferencePair> pairs = new ArrayList<>();
-        int[] rows = {0};
-        int[] tooLong = {0};
+        Counts counts = new Counts();
         for (DatasetSpec spec : specs) {
-            forEachRow(spec, (row, location) -> {
-                rows[0]++;
+            forEachRow(spec, options, counts, (row, location) -> {
                 Parsed parsed = parse(spec, row, options, tokenizer, true);
                 String prompt = promptText(parsed);
                 PreferencePair pair = new PreferencePair(ids(prompt, tokenizer, true),
                         answer(parsed, prompt, parsed.chosen(), parsed.plainChosen(), tokenizer),
                         answer(parsed, prompt, parsed.rejected(), parsed.plainRejected(), tokenizer));
-                if (pair.length() > options.sequenceLen()) {
-                    tooLong[0]++;
-                } else {
+                if (pair.length() <= options.sequenceLen()) {
                     pairs.add(pair);
+                    return;
+                }
+                counts.tooLong++;
+                int room = options.sequenceLen() - pair.prompt().length;
+                switch (options.excessLength()) {
+                    case RAISE -> throw tooLong(location, pair.length(), options);
+                    // as TRL truncates: the answers are cut, the prompt kept whole (if it fits at all)
+                    case TRUNCATE -> {
+                        if (room > 0) {
+                            pairs.add(new PreferencePair(pair.prompt(), Arrays.copyOf(pair.chosen(),
+                                    Math.min(room, pair.chosen().length)), Arrays.copyOf(pair.rejected(),
+                                    Math.min(room, pair.rejected().length))));
+                        }
+                    }
+                    case DROP -> { }
                 }
             });
         }
-        return split(pairs, rows[0], tooLong[0], options, specs);
+        return split(pairs, counts, options, specs);
     }
 
     /** GRPO prompts; the row's other fields go to the reward functions. */
     public static Split<GrpoPrompt> prompts(List<DatasetSpec> specs, DataOptions options, Tokenizer tokenizer) {
         List<GrpoPrompt> prompts = new ArrayList<>();
-        int[] rows = {0};
-        int[] tooLong = {0};
+        Counts counts = new Counts();
         for (DatasetSpec spec : specs) {
-            forEachRow(spec, (row, location) -> {
-                rows[0]++;
+            forEachRow(spec, options, counts, (row, location) -> {
                 String prompt = promptText(parse(spec, row, options, tokenizer, false));
                 long[] ids = ids(prompt, tokenizer, true);
-                if (ids.length >= options.sequenceLen()) {
-                    tooLong[0]++;
-                } else {
+                if (ids.length < options.sequenceLen()) {
                     prompts.add(new GrpoPrompt(ids, prompt, row));
+                    return;
+                }
+                counts.tooLong++;
+                // a cut prompt would ask a different question, so truncate drops it too
+                if (options.excessLength() == Recipe.ExcessLength.RAISE) {
+                    throw tooLong(location, ids.length, options);
                 }
             });
         }
-        return split(prompts, rows[0], tooLong[0], options, specs);
+        return split(prompts, counts, options, specs);
     }
 
     private interface RowSink {
         void accept(JsonObject row, String location);
     }
 
-    private static void forEachRow(DatasetSpec spec, RowSink sink) {
+    private static final class Counts {
+        int rows;
+        int tooLong;
+        int skipped;
+    }
+
+    private static UserError tooLong(String location, int length, DataOptions options) {
+        return new UserError(location, "the row has " + length + " tokens, more than sequence_len "
+                + options.sequenceLen(), "raise sequence_len, or set excess_length_strategy: truncate or drop");
+    }
+
+    /** Every row to {@code sink}; a broken one stops the run, or is counted and skipped when the recipe says so. */
+    private static void forEachRow(DatasetSpec spec, DataOptions options, Counts counts, RowSink sink) {
         for (Path file : JsonRows.files(spec.path(), spec.where())) {
             JsonRows.read(file, row -> {
+                counts.rows++;
                 try {
                     if (row.problem() != null) {
                         throw row.problem();
                     }
                     sink.accept(row.value(), row.location());
                 } catch (InvalidRow invalid) {
-                    throw new UserError(row.location(), invalid.getMessage(), invalid.hint());
+                    if (options.skipInvalidRows()) {
+                        counts.skipped++;
+                        return;
+                    }
+                    throw new UserError(row.location(), invalid.getMessage(),
+                            invalid.hint() + " (or set dataset_skip_invalid_rows: true to skip such rows)");
                 }
             });
         }
     }
 
-    private static <T> Split<T> split(List<T> items, int rows, int tooLong, DataOptions options,
-            List<DatasetSpec> specs) {
+    private static <T> Split<T> split(List<T> items, Counts counts, DataOptions options, List<DatasetSpec> specs) {
         if (items.isEmpty()) {
-            throw new UserError(specs.get(0).where(), "the datasets hold no usable row (" + rows + " read, " + tooLong
-                    + " longer than sequence_len)", "check the rows' fields, and that sequence_len leaves room for them");
+            throw new UserError(specs.get(0).where(), "the datasets hold no usable row (" + counts.rows + " read, "
+                    + counts.tooLong + " longer than sequence_len, " + counts.skipped + " invalid)",
+                    "check the rows' fields, and that sequence_len leaves room for them");
         }
         int held = options.valSetSize() == 0 ? 0 : options.valSetSize() < 1
                 ? (int) Math.ceil(options.valSetSize() * items.size()) : (int) options.valSetSize();
@@ -120,7 +158,7 @@ public final class RlRows {
         for (int i = 0; i < items.size(); i++) {
             (heldOut.contains(i) ? eval : train).add(items.get(i));
         }
-        return new Split<>(train, eval, rows, tooLong);
+        return new Split<>(train, eval, counts.rows, counts.tooLong, counts.skipped);
     }
 
     private static Parsed parse(DatasetSpec spec, JsonObject row, DataOptions options, Tokenizer tokenizer,
@@ -195,7 +233,7 @@ public final class RlRows {
         long[] ids = ids(text, tokenizer, false);
         int eos = tokenizer.special().eosId();
         if (eos >= 0 && (ids.length == 0 || ids[ids.length - 1] != eos)) {
-            ids = java.util.Arrays.copyOf(ids, ids.length + 1);
+            ids = Arrays.copyOf(ids, ids.length + 1);
             ids[ids.length - 1] = eos;
         }
         return ids;
@@ -204,7 +242,7 @@ public final class RlRows {
     private static long[] ids(String text, Tokenizer tokenizer, boolean bos) {
         String bosText = tokenizer.special().bos();
         boolean addBos = bos && (bosText == null || !text.startsWith(bosText));
-        return java.util.Arrays.stream(tokenizer.encode(text, addBos)).asLongStream().toArray();
+        return Arrays.stream(tokenizer.encode(text, addBos)).asLongStream().toArray();
     }
 
     private static String firstPresent(JsonObject row, List<String> fields, String type) {

@@ -122,6 +122,26 @@ class RlRowsTest {
     }
 
     @Test
+    void longRowsFollowExcessLengthStrategyAndBrokenRowsCanBeSkipped(@TempDir Path dir) throws IOException {
+        Path file = dir.resolve("long.jsonl");
+        Files.writeString(file, "{\"prompt\": \"Tom\", \"chosen\": \" ran and ran and ran far far far away from home to the big hill\", "
+                + "\"rejected\": \" sat\"}\n{\"prompt\": \"Sue\"}\n{\"prompt\": \"Sue\", \"chosen\": \" hi\", "
+                + "\"rejected\": \" no\"}\n");
+        DataOptions options = DataOptions.defaults().withSequenceLen(12).withSkipInvalidRows(true);
+        RlRows.Split<PreferencePair> dropped = RlRows.preferences(List.of(spec(file, "passthrough")), options, tokenizer);
+        assertEquals(1, dropped.train().size());
+        assertEquals(1, dropped.tooLong());
+        assertEquals(1, dropped.skipped());
+        RlRows.Split<PreferencePair> cut = RlRows.preferences(List.of(spec(file, "passthrough")),
+                options.withExcessLength(dev.finetune.recipes.Recipe.ExcessLength.TRUNCATE), tokenizer);
+        assertEquals(2, cut.train().size());
+        assertTrue(cut.train().stream().allMatch(p -> p.length() <= 12), "answers cut to fit, prompt whole");
+        UserError e = assertThrows(UserError.class, () -> RlRows.preferences(List.of(spec(file, "passthrough")),
+                options.withExcessLength(dev.finetune.recipes.Recipe.ExcessLength.RAISE), tokenizer));
+        assertTrue(e.oneLine().contains("long.jsonl:1") && e.oneLine().contains("sequence_len 12"), e.oneLine());
+    }
+
+    @Test
     void aRowWithoutTheTypesFieldsNamesItsLocation(@TempDir Path dir) throws IOException {
         Path file = dir.resolve("bad.jsonl");
         Files.writeString(file, "{\"prompt\": \"x\", \"chosen\": \"y\"}\n");

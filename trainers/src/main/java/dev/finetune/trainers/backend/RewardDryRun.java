@@ -1,4 +1,4 @@
-package dev.finetune.trainers.rewards;
+package dev.finetune.trainers.backend;
 
 import ai.djl.ndarray.NDManager;
 import com.google.gson.JsonObject;
@@ -11,6 +11,8 @@ import dev.finetune.trainers.generation.GenerationSettings;
 import dev.finetune.trainers.generation.Generator;
 import dev.finetune.trainers.model.LlamaModel;
 import dev.finetune.trainers.model.LoadOptions;
+import dev.finetune.trainers.rewards.RewardInput;
+import dev.finetune.trainers.rewards.Rewards;
 import dev.finetune.trainers.text.Tokenizer;
 import dev.finetune.trainers.train.grpo.GrpoPrompt;
 import java.nio.file.Files;
@@ -27,8 +29,8 @@ import java.util.Set;
  * so a broken reward shows up before any compute is spent. The completions scored are the ones the user gives, or
  * else a few sampled from the base model exactly as GRPO would sample them.
  */
-public final class DryRun {
-    private DryRun() {}
+public final class RewardDryRun {
+    private RewardDryRun() {}
 
     public record Scored(String completion, double total, Map<String, Double> byFunction) {}
 
@@ -51,9 +53,7 @@ public final class DryRun {
         try (Tokenizer tokenizer = Tokenizer.load(recipe.model().tokenizerConfig() != null
                 ? Path.of(recipe.model().tokenizerConfig()) : modelDir);
                 Rewards rewards = Rewards.start(grpo.rewardFuncs(), grpo.rewardWeights(), allowCommands)) {
-            DataOptions options = new DataOptions(recipe.training().sequenceLen(), false, false, 0,
-                    recipe.training().seed(), DataOptions.ExcessLength.DROP, false, recipe.model().chatTemplate(),
-                    recipe.model().chatTemplateJinja());
+            DataOptions options = SingleDeviceBackend.dataOptions(recipe).withValSetSize(0);
             List<GrpoPrompt> prompts = RlRows.prompts(recipe.data().datasets(), options, tokenizer).train();
             prompts = prompts.subList(0, Math.min(rows, prompts.size()));
             List<List<String>> completions = given.isEmpty()
