@@ -54,7 +54,9 @@ import picocli.CommandLine.Spec;
  * rows themselves, as the peer's shifted cross-entropy over every position. Run it alone: the engine's threads slow
  * down many times when other processes share the cores, so the last line carries {@code cpu_per_wall} (this
  * process's CPU seconds per wall second over the timed steps; about the thread count when undisturbed) and
- * {@code other_cpu} (the share of the machine other processes used meanwhile, as the peer reports it).
+ * {@code other_cpu} (the share of the machine other processes used meanwhile, as the peer reports it), and
+ * {@code cpu_ms_per_step}, which other processes disturb less than wall time (the launcher sets passive OpenMP
+ * waiting, so idle threads do not burn CPU) and so serves to compare two builds on busy cores.
  */
 @Command(name = "bench-train", hidden = true, mixinStandardHelpOptions = true,
         description = "Measure training tokens/s, step time and peak memory on the peer benchmark's shapes.")
@@ -135,6 +137,10 @@ final class BenchTrainCommand implements Callable<Integer> {
     @Option(names = "--threads", description = "Engine intra-op threads (default: the engine's, one per core).")
     Integer threads;
 
+    @Option(names = "--profile", paramLabel = "FILE",
+            description = "After the timed steps, run one more under the engine's profiler and write its chrome trace to FILE.")
+    Path profile;
+
     @Option(names = "--gemm-peak", description = "Only measure the engine's float32 GEMM ceiling (2048³ matMul, median of 10).")
     boolean gemmPeak;
 
@@ -176,34 +182,36 @@ final class BenchTrainCommand implements Callable<Integer> {
                     params, trainable, matmulParams, mode, lr, JniUtils.getNumThreads());
             out.flush();
 
-            TrainingOptions options = TrainingOptions.builder(outputDir).maxSteps(warmup + timed).learningRate(lr)
+            int total = warmup + timed + (profile != null ? 1 : 0);
+            TrainingOptions options = TrainingOptions.builder(outputDir).maxSteps(total).learningRate(lr)
                     .lrScheduler(LrSchedule.CONSTANT).weightDecay(0).adamBeta1(0.9).adamBeta2(0.999).adamEpsilon(1e-8)
                     .maxGradNorm(0).gradientCheckpointing(gradientCheckpointing).seed(SEED).build();
-            StepTimes times = new StepTimes(warmup, benchShape.batch * benchShape.seq, out);
-            new Trainer<>(model, new SftObjective(), randomRows(benchShape, warmup + timed), List.of(), options,
+            StepTimes times = new StepTimes(warmup, timed, benchShape.batch * benchShape.seq, profile, out);
+            new Trainer<>(model, new SftObjective(), randomRows(benchShape, total), List.of(), options,
                     manager, times).run();
 
             long tokensPerStep = (long) benchShape.batch * benchShape.seq;
             double[] seconds = times.timedSeconds();
-            double total = Arrays.stream(seconds).sum();
+            double timedTotal = Arrays.stream(seconds).sum();
             double[] sorted = seconds.clone();
             Arrays.sort(sorted);
             double median = median(sorted);
-            double tokensPerSecond = tokensPerStep * seconds.length / total;
+            double tokensPerSecond = tokensPerStep * seconds.length / timedTotal;
             long flopsPerToken = benchMode == Mode.FULL ? 6 * matmulParams : 4 * matmulParams + 6 * trainable;
             long attentionFlopsPerToken = 12L * benchShape.layers * benchShape.seq * benchShape.dim;
             out.printf(Locale.ROOT, "finetune tokens_per_s=%.1f tokens_per_s_median=%.1f step_ms_median=%.1f "
                             + "step_ms_min=%.1f step_ms_max=%.1f peak_rss_mb=%.1f params=%d trainable=%d matmul_params=%d "
                             + "flops_per_token=%d gflops=%.1f attn_flops_per_token=%d gflops_with_attn=%.1f mode=%s "
                             + "grad_ckpt=%d vocab=%d dim=%d layers=%d heads=%d kv_heads=%d ffn=%d seq=%d batch=%d steps=%d "
-                            + "loss_first=%.4f loss_last=%.4f threads=%d cpu_per_wall=%.2f other_cpu=%.2f%n",
+                            + "loss_first=%.4f loss_last=%.4f threads=%d cpu_per_wall=%.2f other_cpu=%.2f cpu_ms_per_step=%.1f%n",
                     tokensPerSecond, tokensPerStep / median, median * 1e3, sorted[0] * 1e3,
                     sorted[sorted.length - 1] * 1e3, times.peakMegabytes(), params, trainable, matmulParams,
                     flopsPerToken, tokensPerSecond * flopsPerToken / 1e9, attentionFlopsPerToken,
                     tokensPerSecond * (flopsPerToken + attentionFlopsPerToken) / 1e9, mode,
                     gradientCheckpointing ? 1 : 0, benchShape.vocab, benchShape.dim, benchShape.layers, benchShape.heads,
                     benchShape.kvHeads, benchShape.ffn, benchShape.seq, benchShape.batch, seconds.length,
-                    times.firstLoss(), times.lastLoss(), JniUtils.getNumThreads(), times.cpuPerWall(), times.otherCpu());
+                    times.firstLoss(), times.lastLoss(), JniUtils.getNumThreads(), times.cpuPerWall(), times.otherCpu(),
+                    times.cpuMillisPerStep());
             out.flush();
         } finally {
             try (Stream<Path> files = Files.walk(outputDir)) {
@@ -240,7 +248,9 @@ final class BenchTrainCommand implements Callable<Integer> {
      */
     private static final class StepTimes implements Trainer.Listener {
         private final int warmup;
+        private final int timedSteps;
         private final long tokensPerStep;
+        private final Path profile;
         private final PrintWriter out;
         private final List<Double> timed = new ArrayList<>();
         private double firstLoss = Double.NaN;
@@ -249,9 +259,11 @@ final class BenchTrainCommand implements Callable<Integer> {
         private CpuCounters start;
         private CpuCounters end;
 
-        StepTimes(int warmup, long tokensPerStep, PrintWriter out) {
+        StepTimes(int warmup, int timedSteps, long tokensPerStep, Path profile, PrintWriter out) {
             this.warmup = warmup;
+            this.timedSteps = timedSteps;
             this.tokensPerStep = tokensPerStep;
+            this.profile = profile;
             this.out = out;
             if (warmup == 0) {
                 start = CpuCounters.now();
@@ -262,6 +274,12 @@ final class BenchTrainCommand implements Callable<Integer> {
         public void afterStep(long step, Map<String, Object> metrics) {
             double seconds = tokensPerStep / (double) metrics.get("tokens_per_second");
             double loss = (double) metrics.get("loss");
+            if (step > warmup + timedSteps) {
+                JniUtils.stopProfile(profile.toString());
+                out.printf(Locale.ROOT, "profiled step %d ms=%.1f trace=%s%n", step - 1, seconds * 1e3, profile);
+                out.flush();
+                return;
+            }
             boolean isTimed = step > warmup;
             if (step == 1) {
                 firstLoss = loss;
@@ -277,6 +295,9 @@ final class BenchTrainCommand implements Callable<Integer> {
             out.flush();
             if (step == warmup) {
                 start = CpuCounters.now();
+            }
+            if (profile != null && step == warmup + timedSteps) {
+                JniUtils.startProfile(false, true, true);
             }
         }
 
@@ -302,6 +323,11 @@ final class BenchTrainCommand implements Callable<Integer> {
 
         double otherCpu() {
             return CpuCounters.otherShare(start, end);
+        }
+
+        /** This process's CPU time per timed step: less disturbed by other processes than wall time. */
+        double cpuMillisPerStep() {
+            return (end.processNanos - start.processNanos) / 1e6 / timed.size();
         }
     }
 
