@@ -47,6 +47,7 @@ import picocli.CommandLine.Spec;
  * finetune bench-train --shape small --mode lora
  * finetune bench-train --shape medium --mode full --grad-ckpt
  * finetune bench-train --gemm-peak
+ * finetune bench-train --shape tiny --mode full --wait-quiet 600
  * </pre>
  *
  * The step is the trainer's own ({@link Trainer} with {@link SftObjective} on {@link LlamaTrainable}, AdamW,
@@ -137,6 +138,10 @@ final class BenchTrainCommand implements Callable<Integer> {
     @Option(names = "--threads", description = "Engine intra-op threads (default: the engine's, one per core).")
     Integer threads;
 
+    @Option(names = "--wait-quiet", paramLabel = "SECONDS", defaultValue = "0",
+            description = "Before training, wait up to SECONDS until other processes use under 10%% of the machine (as the peer's option).")
+    double waitQuiet;
+
     @Option(names = "--profile", paramLabel = "FILE",
             description = "After the timed steps, run one more under the engine's profiler and write its chrome trace to FILE.")
     Path profile;
@@ -186,6 +191,9 @@ final class BenchTrainCommand implements Callable<Integer> {
             TrainingOptions options = TrainingOptions.builder(outputDir).maxSteps(total).learningRate(lr)
                     .lrScheduler(LrSchedule.CONSTANT).weightDecay(0).adamBeta1(0.9).adamBeta2(0.999).adamEpsilon(1e-8)
                     .maxGradNorm(0).gradientCheckpointing(gradientCheckpointing).seed(SEED).build();
+            if (waitQuiet > 0) {
+                waitUntilQuiet(waitQuiet, out);
+            }
             StepTimes times = new StepTimes(warmup, timed, benchShape.batch * benchShape.seq, profile, out);
             new Trainer<>(model, new SftObjective(), randomRows(benchShape, total), List.of(), options,
                     manager, times).run();
@@ -404,6 +412,29 @@ final class BenchTrainCommand implements Callable<Integer> {
                 flops / median(sorted) / 1e9, n, runs, flops / sorted[0] / 1e9, flops / sorted[runs - 1] / 1e9,
                 JniUtils.getNumThreads(), start.cpuPerWallUntil(end), CpuCounters.otherShare(start, end));
         out.flush();
+    }
+
+    /** Polls in 2-second windows until other processes use under 10% of the machine, or gives up after {@code seconds}. */
+    private static void waitUntilQuiet(double seconds, PrintWriter out) {
+        long deadline = System.nanoTime() + (long) (seconds * 1e9);
+        while (true) {
+            CpuCounters before = CpuCounters.now();
+            try {
+                Thread.sleep(2000);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                return;
+            }
+            double others = CpuCounters.otherShare(before, CpuCounters.now());
+            if (!(others >= 0.10)) {
+                return;
+            }
+            if (System.nanoTime() > deadline) {
+                out.printf(Locale.ROOT, "wait_quiet: gave up after %.0f s (others %.0f%%)%n", seconds, others * 100);
+                out.flush();
+                return;
+            }
+        }
     }
 
     private static double median(double[] sorted) {
