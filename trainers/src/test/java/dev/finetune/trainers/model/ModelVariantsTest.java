@@ -252,7 +252,8 @@ class ModelVariantsTest {
         for (int i = 0; i < target.length; i++) {
             targetFloats[i] = (float) target[i];
         }
-        NDArray targetArray = manager.create(targetFloats, new ai.djl.ndarray.types.Shape(1, IDS.length, vocabulary));
+        NDArray targetArray = dev.finetune.adapters.io.EngineTypes.owned(manager, targetFloats,
+                new ai.djl.ndarray.types.Shape(1, IDS.length, vocabulary));
         try (GradientCollector collector = Engine.getInstance().newGradientCollector()) {
             NDArray loss = model.forward(ids, positions, null).mul(targetArray).sum();
             freeUnreachableBuffersAndReuseTheirMemory();
