@@ -211,7 +211,7 @@ final class BenchTrainCommand implements Callable<Integer> {
                             + "step_ms_min=%.1f step_ms_max=%.1f peak_rss_mb=%.1f params=%d trainable=%d matmul_params=%d "
                             + "flops_per_token=%d gflops=%.1f attn_flops_per_token=%d gflops_with_attn=%.1f mode=%s "
                             + "grad_ckpt=%d vocab=%d dim=%d layers=%d heads=%d kv_heads=%d ffn=%d seq=%d batch=%d steps=%d "
-                            + "loss_first=%.4f loss_last=%.4f threads=%d cpu_per_wall=%.2f other_cpu=%.2f cpu_ms_per_step=%.1f%n",
+                            + "loss_first=%.4f loss_last=%.4f threads=%d cpu_per_wall=%.2f other_cpu=%.2f cpu_ms_per_step=%.1f omp_wait_policy=%s%n",
                     tokensPerSecond, tokensPerStep / median, median * 1e3, sorted[0] * 1e3,
                     sorted[sorted.length - 1] * 1e3, times.peakMegabytes(), params, trainable, matmulParams,
                     flopsPerToken, tokensPerSecond * flopsPerToken / 1e9, attentionFlopsPerToken,
@@ -219,7 +219,7 @@ final class BenchTrainCommand implements Callable<Integer> {
                     gradientCheckpointing ? 1 : 0, benchShape.vocab, benchShape.dim, benchShape.layers, benchShape.heads,
                     benchShape.kvHeads, benchShape.ffn, benchShape.seq, benchShape.batch, seconds.length,
                     times.firstLoss(), times.lastLoss(), JniUtils.getNumThreads(), times.cpuPerWall(), times.otherCpu(),
-                    times.cpuMillisPerStep());
+                    times.cpuMillisPerStep(), System.getenv().getOrDefault("OMP_WAIT_POLICY", "default"));
             out.flush();
         } finally {
             try (Stream<Path> files = Files.walk(outputDir)) {
