@@ -28,7 +28,7 @@ import picocli.CommandLine.Parameters;
         description = "Fine-tune large language models from one YAML recipe.%n"
                 + "With a recipe and no command: validate it, print the batch plan, then train.",
         subcommands = {ValidateCommand.class, PlanCommand.class, ConfigsCommand.class, GenerateCommand.class,
-                MergeLoraCommand.class, BenchGenerateCommand.class, RewardsCommand.class})
+                MergeLoraCommand.class, BenchGenerateCommand.class, BenchTrainCommand.class, RewardsCommand.class})
 public final class Main implements Callable<Integer> {
 
     public static final int OK = 0;

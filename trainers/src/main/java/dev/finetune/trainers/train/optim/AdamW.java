@@ -58,11 +58,14 @@ public final class AdamW {
         float epsilon = (float) (hyper.epsilon() * secondCorrectionRoot);
         for (Slot slot : slots) {
             PtNDArray weight = (PtNDArray) slot.param.array();
+            float decay = slot.decayed ? (float) hyper.weightDecay() : 0f;
             try (NDArray gradient = weight.getGradient()) {
+                // The kernel's decoupled-decay branch computes w -= w·lr·wd through two full-size temporaries even
+                // when wd is 0 (every norm, and every weight at the usual weight_decay 0); its L2 branch with wd 0
+                // is the same update for one in-place pass.
                 JniUtils.adamUpdate(weight, (PtNDArray) gradient, (PtNDArray) slot.firstMoment,
-                        (PtNDArray) slot.secondMoment, (float) lr, correctedLr,
-                        slot.decayed ? (float) hyper.weightDecay() : 0f, (float) gradientScale, -1f,
-                        (float) hyper.beta1(), (float) hyper.beta2(), epsilon, true);
+                        (PtNDArray) slot.secondMoment, (float) lr, correctedLr, decay, (float) gradientScale, -1f,
+                        (float) hyper.beta1(), (float) hyper.beta2(), epsilon, decay != 0f);
             }
             JniUtils.zeroGrad(weight);
         }

@@ -11,11 +11,15 @@ import java.util.List;
 public final class GradientClipping {
     private GradientClipping() {}
 
-    /** {@code sqrt(Σ‖g‖²)} over the gradients of {@code params}; read back once, after all sums are queued. */
+    /**
+     * {@code sqrt(Σ‖g‖²)} over the gradients of {@code params}; read back once, after all sums are queued. Each
+     * array's norm is one fused reduction: squaring first would write a copy of every gradient, all of them alive
+     * until the caller's scope closes.
+     */
     public static double globalNorm(List<NamedArray> params) {
         NDArray sumOfSquares = null;
         for (NamedArray param : params) {
-            NDArray squares = param.array().getGradient().square().sum();
+            NDArray squares = param.array().getGradient().norm().square();
             sumOfSquares = sumOfSquares == null ? squares : sumOfSquares.add(squares);
         }
         return sumOfSquares == null ? 0.0 : Math.sqrt(sumOfSquares.toType(ai.djl.ndarray.types.DataType.FLOAT64, false)

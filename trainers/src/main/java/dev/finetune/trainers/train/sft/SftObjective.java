@@ -25,11 +25,19 @@ public final class SftObjective implements Objective<SftBatch> {
                 manager.create(batch.positionIds(), shape),
                 manager.create(batch.segmentIds(), shape));
         NDArray logits = forward.logits(inputs);
-        return new Loss(sumOfTokenLosses(logits, batch, manager), Map.of());
+        NDArray logProbabilities = logits.logSoftmax(-1);
+        // Backward needs the log-softmax, not the logits: free the step's largest array ([B, T, V]) before backward
+        // rather than when the step's scope closes. Autograd holds its own references to what it saved.
+        logits.close();
+        return new Loss(sumOfTargetLosses(logProbabilities, batch, manager), Map.of());
     }
 
     /** Σ over target tokens of {@code -log softmax(logits)[target]}; {@code logits [B, T, V]}. */
     static NDArray sumOfTokenLosses(NDArray logits, SftBatch batch, NDManager manager) {
+        return sumOfTargetLosses(logits.logSoftmax(-1), batch, manager);
+    }
+
+    private static NDArray sumOfTargetLosses(NDArray logProbabilities, SftBatch batch, NDManager manager) {
         int rows = batch.rows();
         int columns = batch.columns();
         long[] labels = batch.labels();
@@ -47,7 +55,7 @@ public final class SftObjective implements Objective<SftBatch> {
         Shape shape = new Shape(rows, columns);
         NDArray targetIndex = manager.create(targets, shape).expandDims(-1);
         NDArray weight = manager.create(weights, shape);
-        NDArray logProbabilities = logits.logSoftmax(-1).gather(targetIndex, -1).squeeze(-1);
-        return logProbabilities.mul(weight).sum().neg();
+        NDArray targetLogProbabilities = logProbabilities.gather(targetIndex, -1).squeeze(-1);
+        return targetLogProbabilities.mul(weight).sum().neg();
     }
 }
