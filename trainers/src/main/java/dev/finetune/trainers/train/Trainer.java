@@ -18,6 +18,7 @@ import dev.finetune.trainers.train.optim.GradientClipping;
 import dev.finetune.trainers.train.optim.LrSchedule;
 import dev.finetune.trainers.train.output.LossCurve;
 import dev.finetune.trainers.train.output.MetricsLog;
+import dev.finetune.trainers.train.output.NativeHeap;
 import dev.finetune.trainers.train.output.PeakMemory;
 import dev.finetune.trainers.train.output.Progress;
 import java.nio.file.Path;
@@ -201,6 +202,7 @@ public final class Trainer<B extends Batch> {
             gradNorm = GradientClipping.globalNorm(params);
         }
         optimizer.step(step + 1, lr, GradientClipping.scale(gradNorm, options.maxGradNorm()));
+        NativeHeap.trim();
         double seconds = (System.nanoTime() - started) / 1e9;
 
         Map<String, Object> line = new LinkedHashMap<>();
