@@ -58,7 +58,7 @@ class RlTrainingProcessTest {
         assertTrue(m.find(), run.out());
         assertTrue(Double.parseDouble(m.group(2)) >= 0.8, m.group());
         assertTrue(Double.parseDouble(m.group(4)) > Double.parseDouble(m.group(3)), m.group());
-        Path output = work.resolve("outputs/quickstart-dpo");
+        Path output = work.resolve("out/quickstart-dpo");
         List<JsonObject> lines = MetricsLog.read(output.resolve(MetricsLog.FILE));
         JsonObject last = lines.get(lines.size() - 1);
         for (String key : List.of("loss", "rewards/chosen", "rewards/rejected", "rewards/accuracies",
@@ -76,7 +76,7 @@ class RlTrainingProcessTest {
         Matcher m = REWARD.matcher(run.out());
         assertTrue(m.find(), run.out());
         assertTrue(Double.parseDouble(m.group(2)) >= Double.parseDouble(m.group(1)) + 0.3, m.group());
-        List<JsonObject> lines = MetricsLog.read(work.resolve("outputs/quickstart-grpo").resolve(MetricsLog.FILE));
+        List<JsonObject> lines = MetricsLog.read(work.resolve("out/quickstart-grpo").resolve(MetricsLog.FILE));
         JsonObject last = lines.get(lines.size() - 1);
         for (String key : List.of("reward", "reward_std", "rewards/contains", "kl", "completion_length", "clip_ratio",
                 "eval_reward")) {
