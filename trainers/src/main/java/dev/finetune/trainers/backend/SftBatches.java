@@ -1,6 +1,6 @@
 package dev.finetune.trainers.backend;
 
-import dev.finetune.trainers.data.Batch;
+import dev.finetune.trainers.data.TokenBatch;
 import dev.finetune.trainers.train.sft.SftBatch;
 import java.util.ArrayList;
 import java.util.List;
@@ -9,11 +9,11 @@ import java.util.List;
 final class SftBatches {
     private SftBatches() {}
 
-    static List<SftBatch> of(List<Batch> batches) {
+    static List<SftBatch> of(List<TokenBatch> batches) {
         List<SftBatch> out = new ArrayList<>(batches.size());
-        for (Batch batch : batches) {
-            out.add(new SftBatch(batch.rows(), batch.length(), Batch.rowMajor(batch.inputIds()),
-                    Batch.rowMajor(batch.positionIds()), Batch.rowMajor(batch.segmentIds()), Batch.rowMajor(batch.labels())));
+        for (TokenBatch batch : batches) {
+            out.add(new SftBatch(batch.rows(), batch.length(), TokenBatch.rowMajor(batch.inputIds()),
+                    TokenBatch.rowMajor(batch.positionIds()), TokenBatch.rowMajor(batch.segmentIds()), TokenBatch.rowMajor(batch.labels())));
         }
         return out;
     }

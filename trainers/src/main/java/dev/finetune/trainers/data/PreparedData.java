@@ -42,7 +42,7 @@ public final class PreparedData {
      * The epoch's micro batches: examples shuffled by seed and epoch, packed when sample_packing is on. A loop that
      * permutes micro batches itself (the Trainer does) takes epoch 0's list once.
      */
-    public List<Batch> trainBatches(int epoch, int microBatchSize) {
+    public List<TokenBatch> trainBatches(int epoch, int microBatchSize) {
         Random random = new Random(options.seed() * 1_000_003L + epoch);
         List<Integer> order = new ArrayList<>(IntStream.range(0, train.size()).boxed().toList());
         Collections.shuffle(order, random);
@@ -54,7 +54,7 @@ public final class PreparedData {
     }
 
     /** Eval micro batches in a fixed order, packed like training when sample_packing is on (Axolotl's default). */
-    public List<Batch> evalBatches(int microBatchSize) {
+    public List<TokenBatch> evalBatches(int microBatchSize) {
         List<Integer> order = IntStream.range(0, eval.size()).boxed().toList();
         return batches(eval, rows(eval, order), microBatchSize);
     }
@@ -79,18 +79,18 @@ public final class PreparedData {
         return examples.stream().mapToInt(Example::length).toArray();
     }
 
-    private List<Batch> batches(List<Example> examples, List<int[]> rows, int microBatchSize) {
+    private List<TokenBatch> batches(List<Example> examples, List<int[]> rows, int microBatchSize) {
         if (microBatchSize < 1) {
             throw new IllegalArgumentException("micro batch size must be positive, got " + microBatchSize);
         }
-        List<Batch> batches = new ArrayList<>();
+        List<TokenBatch> batches = new ArrayList<>();
         for (int from = 0; from < rows.size(); from += microBatchSize) {
             batches.add(batch(examples, rows.subList(from, Math.min(rows.size(), from + microBatchSize))));
         }
         return batches;
     }
 
-    private Batch batch(List<Example> examples, List<int[]> rows) {
+    private TokenBatch batch(List<Example> examples, List<int[]> rows) {
         int length = options.samplePacking() ? options.sequenceLen() : 0;
         if (!options.samplePacking()) {
             for (int[] row : rows) {
@@ -124,6 +124,6 @@ public final class PreparedData {
                 at += n;
             }
         }
-        return new Batch(ids, labels, positions, segments, targets, count);
+        return new TokenBatch(ids, labels, positions, segments, targets, count);
     }
 }

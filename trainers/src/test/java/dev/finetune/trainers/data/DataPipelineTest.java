@@ -209,10 +209,10 @@ class DataPipelineTest {
         DataOptions options = DataOptions.defaults().withSequenceLen(256).withSamplePacking(true);
         PreparedData prepared = prepare(options, spec(data, "alpaca"));
         List<Example> examples = prepared.train();
-        List<Batch> batches = prepared.trainBatches(0, 3);
+        List<TokenBatch> batches = prepared.trainBatches(0, 3);
         Set<String> seen = new HashSet<>();
         long targets = 0;
-        for (Batch batch : batches) {
+        for (TokenBatch batch : batches) {
             assertEquals(256, batch.length());
             long batchTargets = 0;
             for (int r = 0; r < batch.rows(); r++) {
@@ -242,15 +242,15 @@ class DataPipelineTest {
             }
             assertEquals(batchTargets, batch.targetTokens());
             // The loop's SftBatch reads the same arrays and must count the same targets.
-            SftBatch sft = new SftBatch(batch.rows(), batch.length(), Batch.rowMajor(batch.inputIds()), Batch.rowMajor(batch.positionIds()),
-                    Batch.rowMajor(batch.segmentIds()), Batch.rowMajor(batch.labels()));
+            SftBatch sft = new SftBatch(batch.rows(), batch.length(), TokenBatch.rowMajor(batch.inputIds()), TokenBatch.rowMajor(batch.positionIds()),
+                    TokenBatch.rowMajor(batch.segmentIds()), TokenBatch.rowMajor(batch.labels()));
             assertEquals(batch.targetTokens(), sft.lossWeight());
             targets += batchTargets;
         }
         assertEquals(examples.size(), seen.size());
         assertEquals(examples.stream().mapToLong(Example::targets).sum(), targets);
         DataReport report = prepared.report();
-        assertEquals(report.sequences(), batches.stream().mapToInt(Batch::rows).sum());
+        assertEquals(report.sequences(), batches.stream().mapToInt(TokenBatch::rows).sum());
         long tokens = examples.stream().mapToLong(Example::length).sum();
         assertEquals((double) tokens / (report.sequences() * 256L), report.packingEfficiency(), 1e-12);
         assertTrue(report.packingEfficiency() > 0.9, "packing efficiency " + report.packingEfficiency());
@@ -262,7 +262,7 @@ class DataPipelineTest {
         Path data = write("two.jsonl", "{\"instruction\": \"A\", \"output\": \"Tom ran.\"}",
                 "{\"instruction\": \"B\", \"output\": \"Tom ran and ran and ran to the big park.\"}");
         PreparedData prepared = prepare(DataOptions.defaults(), spec(data, "alpaca"));
-        Batch batch = prepared.trainBatches(0, 2).get(0);
+        TokenBatch batch = prepared.trainBatches(0, 2).get(0);
         int longest = prepared.train().stream().mapToInt(Example::length).max().orElseThrow();
         assertEquals(longest, batch.length());
         assertEquals(prepared.train().stream().mapToLong(Example::targets).sum(), batch.targetTokens());
@@ -319,7 +319,7 @@ class DataPipelineTest {
         union.addAll(texts(first.eval()));
         assertEquals(20, union.size(), "train and eval are disjoint and complete");
 
-        List<Batch> epoch0 = first.trainBatches(0, 4);
+        List<TokenBatch> epoch0 = first.trainBatches(0, 4);
         assertEquals(flatten(epoch0), flatten(again.trainBatches(0, 4)));
         assertNotEquals(flatten(epoch0), flatten(first.trainBatches(1, 4)));
         assertThrows(UserError.class, () -> prepare(options.withValSetSize(20), spec(data, "completion")));
@@ -400,9 +400,9 @@ class DataPipelineTest {
         return examples.stream().map(e -> tokenizer.decode(e.inputIds(), true)).toList();
     }
 
-    static List<List<Long>> flatten(List<Batch> batches) {
+    static List<List<Long>> flatten(List<TokenBatch> batches) {
         List<List<Long>> out = new ArrayList<>();
-        for (Batch batch : batches) {
+        for (TokenBatch batch : batches) {
             for (long[] row : batch.inputIds()) {
                 out.add(Arrays.stream(row).boxed().toList());
             }

@@ -16,7 +16,7 @@ package dev.finetune.trainers.data;
  * @param targetTokens labels that are not -100: the divisor of this batch's share of the loss
  * @param examples how many examples the batch holds
  */
-public record Batch(long[][] inputIds, long[][] labels, long[][] positionIds, long[][] segmentIds, long targetTokens, int examples) {
+public record TokenBatch(long[][] inputIds, long[][] labels, long[][] positionIds, long[][] segmentIds, long targetTokens, int examples) {
     public int rows() {
         return inputIds.length;
     }
