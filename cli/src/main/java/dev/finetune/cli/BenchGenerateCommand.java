@@ -2,7 +2,6 @@ package dev.finetune.cli;
 
 import ai.djl.ndarray.NDManager;
 import ai.djl.ndarray.types.Shape;
-import com.google.gson.JsonParser;
 import dev.finetune.adapters.NamedArray;
 import dev.finetune.adapters.io.SafetensorsDtype;
 import dev.finetune.adapters.io.SafetensorsWriter;
@@ -44,10 +43,6 @@ import picocli.CommandLine.Spec;
 @Command(name = "bench-generate", hidden = true, mixinStandardHelpOptions = true,
         description = "Measure load memory and generation tokens/s (cached vs full recompute).")
 final class BenchGenerateCommand implements Callable<Integer> {
-    private static final String MEDIUM = """
-            {"model_type": "llama", "vocab_size": 32000, "hidden_size": 512, "num_hidden_layers": 8, "num_attention_heads": 8,
-             "num_key_value_heads": 8, "intermediate_size": 1376, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
-             "max_position_embeddings": 2048, "tie_word_embeddings": false, "torch_dtype": "float32"}""";
 
     @Spec
     CommandSpec spec;
@@ -146,8 +141,9 @@ final class BenchGenerateCommand implements Callable<Integer> {
 
     private static void writeRandom(Path dir) throws IOException {
         Files.createDirectories(dir);
-        Files.writeString(dir.resolve("config.json"), MEDIUM);
-        ModelConfig config = ModelConfig.fromJson(JsonParser.parseString(MEDIUM).getAsJsonObject(), "medium");
+        BenchTrainCommand.BenchShape medium = BenchTrainCommand.BenchShape.MEDIUM;
+        Files.writeString(dir.resolve("config.json"), medium.configJson());
+        ModelConfig config = medium.config();
         try (NDManager manager = NDManager.newBaseManager()) {
             List<NamedArray> tensors = new ArrayList<>();
             RandomWeights.create(config, manager, 1234).forEach((n, a) -> tensors.add(new NamedArray(n, a)));

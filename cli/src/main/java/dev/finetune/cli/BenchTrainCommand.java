@@ -97,14 +97,18 @@ final class BenchTrainCommand implements Callable<Integer> {
             this.warmupSteps = warmupSteps;
         }
 
-        ModelConfig config() {
-            String json = String.format(Locale.ROOT, """
+        /** The shape as a Hugging Face {@code config.json}, so a random model of it can also be saved and loaded. */
+        String configJson() {
+            return String.format(Locale.ROOT, """
                     {"model_type": "llama", "vocab_size": %d, "hidden_size": %d, "num_hidden_layers": %d,
                      "num_attention_heads": %d, "num_key_value_heads": %d, "intermediate_size": %d,
                      "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "max_position_embeddings": %d,
                      "tie_word_embeddings": false, "torch_dtype": "float32"}""",
-                    vocab, dim, layers, heads, kvHeads, ffn, seq);
-            return ModelConfig.fromJson(JsonParser.parseString(json).getAsJsonObject(), name().toLowerCase(Locale.ROOT));
+                    vocab, dim, layers, heads, kvHeads, ffn, Math.max(seq, 2048));
+        }
+
+        ModelConfig config() {
+            return ModelConfig.fromJson(JsonParser.parseString(configJson()).getAsJsonObject(), name().toLowerCase(Locale.ROOT));
         }
 
         /** Weights of every matmul (decoder projections and head), the peer's {@code matmul_params}. */
