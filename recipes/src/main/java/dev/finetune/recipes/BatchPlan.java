@@ -8,10 +8,9 @@ import dev.finetune.recipes.KeyReader.Problems;
  * (micro × accumulation per rank, research/axolotl.md §2.1).
  *
  * @param rows training rows when every dataset is a local file we could count, else {@code null}
- * @param stepsPerEpoch / totalSteps {@code null} when {@code rows} is unknown and {@code max_steps} is not set
  * @param generationBatch GRPO: completions per generation round, else 0
- * @param stepsAreUpperBounds {@code sample_packing} puts several rows in one sequence, so step counts derived from rows
- *     are upper bounds until the data is tokenized (the trainer prints the packed count)
+ * @param schedule the steps, warm-up and intervals estimated from {@code rows}; {@code null} when {@code rows} is
+ *     unknown (the trainer computes the exact one from the batches it builds)
  */
 public record BatchPlan(
         int micro,
@@ -20,10 +19,8 @@ public record BatchPlan(
         int global,
         long tokensPerStep,
         Long rows,
-        Long stepsPerEpoch,
-        Long totalSteps,
         int generationBatch,
-        boolean stepsAreUpperBounds) {
+        SchedulePlan schedule) {
 
     static BatchPlan derive(Recipe recipe, Long rows, Problems problems, Object where) {
         Recipe.Batch b = recipe.batch();
@@ -74,14 +71,11 @@ public record BatchPlan(
         int ranks = Math.max(1, recipe.hardware().devices() / Math.max(1, d.contextParallelSize() * d.tensorParallelSize()));
         int global = micro * ranks * accumulation;
         long tokens = (long) global * recipe.training().sequenceLen();
-        Long stepsPerEpoch = null;
-        Long total = recipe.training().maxSteps() == null ? null : (long) recipe.training().maxSteps();
+        SchedulePlan schedule = null;
         if (rows != null) {
-            long trainRows = (long) Math.floor(rows * (1 - recipe.data().valSetSize()));
-            stepsPerEpoch = Math.max(1, (trainRows + global - 1) / global);
-            if (total == null) {
-                total = (long) Math.ceil(stepsPerEpoch * recipe.training().numEpochs());
-            }
+            long trainRows = rows - heldOut(recipe.data().valSetSize(), rows);
+            schedule = SchedulePlan.of(recipe, accumulation, microBatches(recipe, trainRows, micro, ranks),
+                    recipe.training().samplePacking() && recipe.training().maxSteps() == null);
             if (trainRows < global) {
                 problems.warn(where, "the dataset has " + trainRows + " training rows, fewer than one global batch of "
                         + global, "lower micro_batch_size or gradient_accumulation_steps");
@@ -103,8 +97,23 @@ public record BatchPlan(
                         + g.numGenerations() * ranks, "raise trl.generation_batch_size to " + g.numGenerations() * ranks);
             }
         }
-        return new BatchPlan(micro, ranks, accumulation, global, tokens, rows, stepsPerEpoch, total, generation,
-                recipe.training().samplePacking() && rows != null && recipe.training().maxSteps() == null);
+        return new BatchPlan(micro, ranks, accumulation, global, tokens, rows, generation, schedule);
+    }
+
+    /** Rows {@code val_set_size} holds out of {@code rows}: a fraction (rounded up) or a whole number of rows. */
+    public static long heldOut(double valSetSize, long rows) {
+        return valSetSize == 0 ? 0 : valSetSize < 1 ? (long) Math.ceil(valSetSize * rows) : (long) valSetSize;
+    }
+
+    /**
+     * One rank's micro batches per epoch as the trainer builds them from {@code trainRows} rows (examples, pairs or
+     * prompts): GRPO fills a micro batch with whole groups of {@code num_generations} completions.
+     */
+    static long microBatches(Recipe recipe, long trainRows, int micro, int ranks) {
+        long perMicro = recipe.objective() instanceof Recipe.Objective.Grpo g ? Math.max(1, micro / g.numGenerations())
+                : micro;
+        long perRank = (trainRows + ranks - 1) / ranks;
+        return Math.max(1, (perRank + perMicro - 1) / perMicro);
     }
 
     private static int gcd(int a, int b) {
@@ -121,10 +130,7 @@ public record BatchPlan(
             s.append("GRPO generation batch: ").append(generationBatch).append('\n');
         }
         s.append("dataset rows: ").append(rows == null ? "unknown (remote dataset)" : rows).append('\n');
-        String bound = stepsAreUpperBounds ? "at most " : "";
-        String why = stepsAreUpperBounds ? " (counted in rows; packing puts several rows in one sequence)" : "";
-        s.append("steps per epoch: ").append(stepsPerEpoch == null ? "unknown" : bound + stepsPerEpoch + why).append('\n');
-        s.append("total steps: ").append(totalSteps == null ? "unknown" : bound + totalSteps).append('\n');
+        s.append(schedule == null ? "steps: unknown until the data is read\n" : schedule.describe());
         return s.toString();
     }
 }

@@ -72,7 +72,7 @@ public record Recipe(
             double numEpochs,
             Integer maxSteps,
             double learningRate,
-            String lrScheduler,
+            LrScheduler lrScheduler,
             double cosineMinLrRatio,
             Integer warmupSteps,
             Double warmupRatio,
@@ -192,9 +192,9 @@ public record Recipe(
         /**
          * {@code rl: dpo}; {@code beta} from {@code rl_beta} / {@code trl.beta} (TRL's default 0.1).
          *
-         * @param lossType {@code dpo_loss_type}: {@code sigmoid} (DPO, the default) or {@code ipo}
+         * @param lossType {@code dpo_loss_type}: sigmoid (DPO, the default) or ipo
          */
-        record Dpo(double beta, double labelSmoothing, boolean precomputeRefLogProbs, String lossType)
+        record Dpo(double beta, double labelSmoothing, boolean precomputeRefLogProbs, DpoLossType lossType)
                 implements Objective {}
 
         /**
@@ -264,12 +264,12 @@ public record Recipe(
     public enum Backend { AUTO, SINGLE, FSDP }
 
     /**
+     * @param resume {@code resume_from_checkpoint}, with {@code auto_resume_from_checkpoints} folded in
      * @param saveSteps / evalSteps an integer step count, or a fraction (&lt; 1) of the total steps
      */
     public record Output(
             String outputDir,
-            String resumeFromCheckpoint,
-            boolean autoResumeFromCheckpoints,
+            Resume resume,
             String loraModelDir,
             String saveStrategy,
             Double saveSteps,

@@ -103,13 +103,26 @@ class RecipeLoadingTest {
         // 360 rows, 10 % held out: 324 train rows; micro 4 x 1 rank x accumulation 1: 81 steps per epoch, 2 epochs.
         assertEquals(360L, plan.rows());
         assertEquals(4, plan.global());
-        assertEquals(81L, plan.stepsPerEpoch());
-        assertEquals(162L, plan.totalSteps());
+        SchedulePlan schedule = plan.schedule();
+        assertEquals(81L, schedule.microBatchesPerEpoch());
+        assertEquals(81L, schedule.stepsPerEpoch());
+        assertEquals(162L, schedule.totalSteps());
+        assertEquals(5L, schedule.warmupSteps());
+        assertEquals(81, schedule.evalEvery(), "eval_steps 0.5 of 162 steps");
         assertEquals(4L * 256, plan.tokensPerStep());
-        assertTrue(plan.stepsAreUpperBounds(), "the quickstart packs rows, so row-derived steps are upper bounds");
+        assertTrue(schedule.estimated(), "the quickstart packs rows, so row-derived steps are upper bounds");
         assertTrue(plan.describe().contains("steps per epoch: at most 81"), plan.describe());
-        assertFalse(ValidatedRecipe.load(repoRoot().resolve("configs/quickstart.yaml"), List.of("max_steps=10"))
-                .plan().stepsAreUpperBounds());
+        assertTrue(plan.describe().contains("warmup steps: 5"), plan.describe());
+        SchedulePlan capped = ValidatedRecipe.load(repoRoot().resolve("configs/quickstart.yaml"),
+                List.of("max_steps=10", "warmup_steps=null", "warmup_ratio=0.25", "save_steps=0.25")).plan().schedule();
+        assertFalse(capped.estimated());
+        assertEquals(10L, capped.totalSteps());
+        assertEquals(3L, capped.warmupSteps(), "ceil(0.25 x 10)");
+        assertEquals(3, capped.saveEvery(), "a fraction below 1 is a share of the total steps, rounded up");
+        assertEquals(5, capped.evalEvery());
+        SchedulePlan axolotlWarmup = ValidatedRecipe.load(repoRoot().resolve("configs/quickstart.yaml"),
+                List.of("warmup_steps=null")).plan().schedule();
+        assertEquals(4L, axolotlWarmup.warmupSteps(), "no warm-up key: Axolotl's 3 % of 162 steps, rounded down");
     }
 
     @Test

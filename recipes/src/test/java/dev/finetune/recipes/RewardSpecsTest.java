@@ -72,11 +72,11 @@ class RewardSpecsTest {
     void dpoLossTypeIpoAndTheDeprecatedRlIpo(@TempDir Path dir) throws IOException {
         Recipe.Objective.Dpo ipo = (Recipe.Objective.Dpo) ValidatedRecipe.load(
                 recipe(dir, "dpo", "dpo_loss_type: [ipo]\n"), List.of()).recipe().objective();
-        assertEquals("ipo", ipo.lossType());
+        assertEquals(DpoLossType.IPO, ipo.lossType());
         ValidatedRecipe old = ValidatedRecipe.load(recipe(dir, "ipo", ""), List.of());
-        assertEquals("ipo", ((Recipe.Objective.Dpo) old.recipe().objective()).lossType());
+        assertEquals(DpoLossType.IPO, ((Recipe.Objective.Dpo) old.recipe().objective()).lossType());
         assertTrue(old.warnings().stream().anyMatch(w -> w.toString().contains("dpo_loss_type: [ipo]")));
-        assertEquals("sigmoid", ((Recipe.Objective.Dpo) ValidatedRecipe.load(recipe(dir, "dpo", ""), List.of())
+        assertEquals(DpoLossType.SIGMOID, ((Recipe.Objective.Dpo) ValidatedRecipe.load(recipe(dir, "dpo", ""), List.of())
                 .recipe().objective()).lossType());
         InvalidRecipe e = assertThrows(InvalidRecipe.class, () -> ValidatedRecipe.load(
                 recipe(dir, "dpo", "dpo_loss_type: [hinge]\n"), List.of()));

@@ -26,7 +26,7 @@ class RecipeSetupTest {
                 new Recipe.Model("meta-llama/Llama-3.1-8B", null, null, false, Map.of(), null, null, List.of()),
                 adapter,
                 new Recipe.Data(List.of(), List.of(), 0, null, false, Recipe.ExcessLength.DROP, false),
-                new Recipe.Training(2048, true, true, true, 1, null, 2e-4, "cosine", 0, null, null, optimizer, 0, 0.9, 0.999,
+                new Recipe.Training(2048, true, true, true, 1, null, 2e-4, dev.finetune.recipes.LrScheduler.COSINE, 0, null, null, optimizer, 0, 0.9, 0.999,
                         1e-8, 1.0, checkpointing, 42),
                 new Recipe.Batch(2, 4, null, null),
                 new Recipe.Precision(bf16, Recipe.Flag.FALSE, Recipe.Flag.AUTO),
@@ -34,7 +34,7 @@ class RecipeSetupTest {
                 new Recipe.Distributed(fsdp, 1, 1),
                 hardware,
                 Recipe.Backend.AUTO,
-                new Recipe.Output("out", null, false, null, "steps", null, null, 4, "no", null, null, null, null, null));
+                new Recipe.Output("out", new dev.finetune.recipes.Resume.Fresh(), null, "steps", null, null, 4, "no", null, null, null, null, null));
     }
 
     static final AdapterSpec QLORA = new AdapterSpec.Lora(16, 32, 0.05, List.of(), true, false, new AdapterSpec.Nf4(64, true));
@@ -96,7 +96,7 @@ class RecipeSetupTest {
         Objective.Grpo g = (Objective.Grpo) s.objective();
         assertEquals(new Objective.Grpo(8, 2048, 1024, 0.04, 8), g);
         assertTrue(MemoryModel.estimate(s).term("kv_cache").in(Phase.GENERATION) > 0);
-        Recipe dpo = recipe(QLORA, Recipe.Flag.TRUE, null, true, new Recipe.Objective.Dpo(0.1, 0, false, "sigmoid"), null,
+        Recipe dpo = recipe(QLORA, Recipe.Flag.TRUE, null, true, new Recipe.Objective.Dpo(0.1, 0, false, dev.finetune.recipes.DpoLossType.SIGMOID), null,
                 new Recipe.Hardware.Unspecified());
         assertEquals(new Objective.Dpo(), RecipeSetup.of(dpo, "llama", LLAMA_8B, ONE_24, null, 2, 4, 0).objective());
     }

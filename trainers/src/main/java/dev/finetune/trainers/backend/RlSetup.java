@@ -62,7 +62,7 @@ public record RlSetup<B extends Batch>(Objective<B> objective, List<B> train, Li
         RlRows.Split<PreferencePair> pairs = RlRows.preferences(recipe.data().datasets(), data, tokenizer);
         List<PreferencePair> evalPairs = recipe.data().testDatasets().isEmpty() ? pairs.eval()
                 : RlRows.preferences(recipe.data().testDatasets(), data.withValSetSize(0), tokenizer).train();
-        DpoLoss.Type type = DpoLoss.Type.parse(dpo.lossType());
+        DpoLoss.Type type = DpoLoss.Type.parse(dpo.lossType().key());
         DpoLoss loss = new DpoLoss(type, dpo.beta(), dpo.labelSmoothing());
         List<DpoBatch> train = chunks(pairs.train(), micro, part -> DpoBatch.of(part, padId));
         List<DpoBatch> eval = chunks(evalPairs, micro, part -> DpoBatch.of(part, padId));

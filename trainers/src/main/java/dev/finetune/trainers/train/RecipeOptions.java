@@ -2,6 +2,7 @@ package dev.finetune.trainers.train;
 
 import dev.finetune.recipes.AdapterSpec;
 import dev.finetune.recipes.Recipe;
+import dev.finetune.recipes.SchedulePlan;
 import dev.finetune.recipes.UserError;
 import dev.finetune.trainers.train.optim.LrSchedule;
 import java.nio.file.Path;
@@ -25,7 +26,7 @@ public final class RecipeOptions {
             String datasetIdentity) {
         Recipe.Training training = recipe.training();
         Recipe.Output output = recipe.output();
-        LrSchedule schedule = LrSchedule.byKey(training.lrScheduler());
+        LrSchedule schedule = LrSchedule.byKey(training.lrScheduler().key());
         if (schedule == null) {
             throw new UserError("lr_scheduler", "the single-device trainer has no '" + training.lrScheduler()
                     + "' schedule", "use cosine, linear or constant");
@@ -52,50 +53,19 @@ public final class RecipeOptions {
                 .seed(training.seed())
                 .resumeFromCheckpoint(resume(output))
                 .resumeInvariants(resumeInvariants(recipe, datasetIdentity));
-        long total = Trainer.totalSteps(options.build(), microBatchesPerEpoch);
-        long perEpoch = Math.max(1, microBatchesPerEpoch / gradientAccumulationSteps);
-        if (training.warmupSteps() != null) {
-            options.warmupSteps(training.warmupSteps());
-        } else if (training.warmupRatio() != null) {
-            options.warmupRatio(training.warmupRatio());
-        } else {
-            options.warmupSteps((int) Math.min(100, (long) (0.03 * total))); // Axolotl's default warm-up
-        }
-        options.evalSteps(everySteps(output.evalStrategy(), output.evalSteps(), output.evalsPerEpoch(), total,
-                perEpoch, 0));
-        options.saveSteps(everySteps(output.saveStrategy(), output.saveSteps(), output.savesPerEpoch(), total,
-                perEpoch, perEpoch));
+        SchedulePlan plan = SchedulePlan.of(recipe, gradientAccumulationSteps, microBatchesPerEpoch, false);
+        options.warmupSteps((int) plan.warmupSteps());
+        options.evalSteps(plan.evalEvery());
+        options.saveSteps(plan.saveEvery());
         return options.build();
     }
 
-    /**
-     * {@code eval_steps}/{@code save_steps} as a step interval: a fraction below 1 is a share of the total steps
-     * (HF), {@code *_per_epoch} divides an epoch, strategy {@code no} switches it off, {@code epoch} means once per
-     * epoch; with nothing given, {@code fallback}.
-     */
-    static int everySteps(String strategy, Double steps, Integer perEpochCount, long total, long stepsPerEpoch,
-            long fallback) {
-        if ("no".equals(strategy)) {
-            return 0;
-        }
-        if ("epoch".equals(strategy)) {
-            return (int) stepsPerEpoch;
-        }
-        if (steps != null) {
-            return (int) (steps < 1 ? Math.max(1, Math.ceil(steps * total)) : Math.round(steps));
-        }
-        if (perEpochCount != null && perEpochCount > 0) {
-            return (int) Math.max(1, stepsPerEpoch / perEpochCount);
-        }
-        return (int) fallback;
-    }
-
     private static TrainingOptions.Resume resume(Recipe.Output output) {
-        TrainingOptions.Resume resume = TrainingOptions.Resume.parse(output.resumeFromCheckpoint());
-        if (resume instanceof TrainingOptions.Resume.Fresh && output.autoResumeFromCheckpoints()) {
-            return new TrainingOptions.Resume.Newest();
+        if (output.resume() instanceof dev.finetune.recipes.Resume.From from) {
+            return new TrainingOptions.Resume.From(from.folder());
         }
-        return resume;
+        return output.resume() instanceof dev.finetune.recipes.Resume.Newest ? new TrainingOptions.Resume.Newest()
+                : new TrainingOptions.Resume.Fresh();
     }
 
     /** What a checkpoint is only valid for: the weights' shapes and meaning, and the data stream's composition. */

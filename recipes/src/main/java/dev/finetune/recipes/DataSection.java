@@ -1,0 +1,210 @@
+package dev.finetune.recipes;
+
+import dev.finetune.recipes.KeyReader.Problems;
+import dev.finetune.recipes.YamlNode.Mapping;
+import dev.finetune.recipes.YamlNode.Scalar;
+import dev.finetune.recipes.YamlNode.Sequence;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+
+/**
+ * The datasets and what is done with their rows: {@code datasets}, {@code test_datasets}, {@code val_set_size},
+ * {@code train_on_inputs}, {@code excess_length_strategy}.
+ */
+final class DataSection {
+    private final Problems problems;
+    private final Path recipeDir;
+
+    DataSection(Problems problems, Path recipeDir) {
+        this.problems = problems;
+        this.recipeDir = recipeDir;
+    }
+
+    Recipe.Data data(KeyReader top, Recipe.Objective objective) {
+        List<DatasetSpec> datasets = datasets(top, "datasets", objective);
+        List<DatasetSpec> tests = datasets(top, "test_datasets", objective);
+        if (datasets == null && !top.has("datasets") && !top.has("pretraining_dataset")) {
+            problems.error(top.where(), "datasets is required", "add e.g. 'datasets: [{path: data/train.jsonl, type: alpaca}]'");
+        }
+        double valSetSize = top.number("val_set_size", 0.0, 0, 0.999);
+        if (valSetSize > 0 && tests != null && !tests.isEmpty()) {
+            problems.error(top.at("val_set_size"), "val_set_size and test_datasets both define evaluation data",
+                    "set val_set_size: 0 or remove test_datasets");
+        }
+        String prepared = top.string("dataset_prepared_path", null);
+        boolean trainOnInputs = top.bool("train_on_inputs", false);
+        String excess = top.choice("excess_length_strategy", "drop", List.of("drop", "truncate", "raise"));
+        boolean skipInvalidRows = top.bool("dataset_skip_invalid_rows", false);
+        return new Recipe.Data(datasets == null ? List.of() : datasets, tests == null ? List.of() : tests, valSetSize,
+                prepared, trainOnInputs, Recipe.ExcessLength.valueOf(excess.toUpperCase(java.util.Locale.ROOT)), skipInvalidRows);
+    }
+
+    List<DatasetSpec> datasets(KeyReader top, String key, Recipe.Objective objective) {
+        YamlNode n = top.node(key);
+        if (n == null) {
+            return null;
+        }
+        List<YamlNode> items;
+        if (n instanceof Sequence seq) {
+            items = seq.items();
+        } else if (n instanceof Mapping) {
+            items = List.of(n);
+        } else {
+            problems.error(n.where(), key + " must be a list of datasets, got " + YamlNode.describe(n),
+                    "write '" + key + ":' then '  - path: data/train.jsonl' and '    type: alpaca'");
+            return null;
+        }
+        if (items.isEmpty()) {
+            problems.error(n.where(), key + " is an empty list", "add at least one '- path: ...' entry");
+        }
+        List<DatasetSpec> out = new ArrayList<>();
+        for (YamlNode item : items) {
+            if (!(item instanceof Mapping m)) {
+                problems.error(item.where(), "each entry of " + key + " must be a mapping with path and type, got "
+                        + YamlNode.describe(item), "write '- path: data/train.jsonl' and '  type: alpaca'");
+                continue;
+            }
+            DatasetSpec spec = dataset(m, key, objective);
+            if (spec != null) {
+                out.add(spec);
+            }
+        }
+        return out;
+    }
+
+    private DatasetSpec dataset(Mapping m, String listKey, Recipe.Objective objective) {
+        KeyReader r = new KeyReader(m, "datasets[].", problems);
+        String path = r.string("path", null);
+        YamlNode typeNode = r.node("type");
+        String split = r.string("split", "train");
+        r.string("name", null);
+        r.node("data_files");
+        r.string("ds_type", null);
+        String field = r.string("field", null);
+        String fieldMessages = r.string("field_messages", null);
+        Map<String, String> mappings = new LinkedHashMap<>();
+        Mapping pm = r.mapping("message_property_mappings");
+        if (pm != null) {
+            for (var e : pm.entries().values()) {
+                if (e.value() instanceof Scalar s && s.value() instanceof String v) {
+                    mappings.put(e.key(), v);
+                } else {
+                    problems.error(e.value().where(), "message_property_mappings." + e.key() + " must name a field",
+                            "write e.g. 'role: from'");
+                }
+            }
+        }
+        String oldRole = r.string("message_field_role", null);
+        String oldContent = r.string("message_field_content", null);
+        if (oldRole != null) {
+            problems.warn(r.at("message_field_role"), "message_field_role is an old name", "use message_property_mappings: {role: " + oldRole + "}");
+            mappings.putIfAbsent("role", oldRole);
+        }
+        if (oldContent != null) {
+            problems.warn(r.at("message_field_content"), "message_field_content is an old name", "use message_property_mappings: {content: " + oldContent + "}");
+            mappings.putIfAbsent("content", oldContent);
+        }
+        r.mapping("roles");
+        List<String> rolesToTrain = r.strings("roles_to_train", false);
+        String trainOnEos = r.choice("train_on_eos", null, List.of("all", "turn", "last", "none"));
+        r.choice("train_on_eot", null, List.of("all", "turn", "last", "none"));
+        String chatTemplate = r.string("chat_template", null);
+        r.string("chat_template_jinja", null);
+        r.bool("drop_system_message", false);
+        String fieldChosen = r.string("field_chosen", null);
+        String fieldRejected = r.string("field_rejected", null);
+        r.string("revision", null);
+        if (Boolean.TRUE.equals(r.bool("trust_remote_code", false))) {
+            problems.error(r.at("trust_remote_code"), "datasets[].trust_remote_code is unsupported: dataset loading scripts are not run",
+                    "use a dataset stored as JSONL, JSON or Parquet");
+        }
+        r.integer("shards", null, 1);
+        r.integer("shards_idx", null, 0);
+        r.integer("preprocess_shards", null, 1);
+        r.string("field_tools", null);
+        r.string("field_thinking", null);
+        r.string("template_thinking_key", null);
+        r.bool("split_thinking", false);
+        r.string("message_field_training", null);
+        r.string("message_field_training_detail", null);
+        r.finish();
+        if (path == null) {
+            problems.error(m.where(), "this " + listKey + " entry has no path", "add 'path: data/train.jsonl' (or a hub dataset id)");
+            return null;
+        }
+        String type = objective == null ? typeText(typeNode) : datasetType(typeNode, objective, r);
+        Path local = null;
+        String remote = null;
+        Path dir = m.where().dir() != null ? m.where().dir() : recipeDir;
+        Path candidate = resolve(dir, path);
+        if (candidate != null && Files.exists(candidate)) {
+            local = candidate;
+        } else if (looksLocal(path)) {
+            problems.error(r.at("path"), "dataset file '" + path + "' does not exist (looked at " + candidate + ")",
+                    "dataset paths are relative to the recipe file; fix the path or use a hub dataset id");
+        } else {
+            remote = path;
+        }
+        return new DatasetSpec(local, type, field, fieldMessages, Map.copyOf(mappings),
+                rolesToTrain == null ? List.of("assistant") : rolesToTrain, trainOnEos, chatTemplate,
+                m.where().label(), remote, split, fieldChosen, fieldRejected);
+    }
+
+    private static Path resolve(Path dir, String path) {
+        try {
+            String p = path.startsWith("~/") ? System.getProperty("user.home") + path.substring(1) : path;
+            return dir.resolve(p).normalize();
+        } catch (java.nio.file.InvalidPathException e) {
+            return null;
+        }
+    }
+
+    /** Hub ids look like {@code org/name}; files have an extension or an explicit relative/absolute prefix. */
+    static boolean looksLocal(String path) {
+        if (path.matches("^[a-zA-Z][a-zA-Z0-9+.-]*://.*")) {
+            return false;
+        }
+        String lower = path.toLowerCase(Locale.ROOT);
+        return path.startsWith("/") || path.startsWith("./") || path.startsWith("../") || path.startsWith("~/")
+                || lower.endsWith(".jsonl") || lower.endsWith(".json") || lower.endsWith(".csv")
+                || lower.endsWith(".parquet") || lower.endsWith(".arrow") || lower.endsWith(".txt")
+                || lower.endsWith(".jsonl.gz") || lower.endsWith(".json.gz");
+    }
+
+    private static String typeText(YamlNode typeNode) {
+        return typeNode instanceof Scalar s && s.value() instanceof String t ? t : null;
+    }
+
+    private String datasetType(YamlNode typeNode, Recipe.Objective objective, KeyReader r) {
+        if (typeNode == null) {
+            problems.error(r.where(), "this dataset has no type, so it would have to be pre-tokenized (unsupported)",
+                    "add e.g. 'type: alpaca' or 'type: chat_template'");
+            return null;
+        }
+        if (typeNode instanceof Mapping) {
+            problems.error(typeNode.where(), "a user-defined prompt format (type: {...}) is unsupported",
+                    "convert the data to alpaca fields (instruction, input, output) and use type: alpaca");
+            return null;
+        }
+        if (!(typeNode instanceof Scalar s) || !(s.value() instanceof String type)) {
+            problems.error(typeNode.where(), "datasets[].type must be a name, got " + YamlNode.describe(typeNode),
+                    "write e.g. type: alpaca");
+            return null;
+        }
+        DatasetTypes.Verdict v = DatasetTypes.check(type, objective);
+        switch (v.kind()) {
+            case SUPPORTED -> {
+                return type;
+            }
+            case UNSUPPORTED -> problems.error(s.where(), "dataset type '" + type + "' is unsupported: " + v.detail(), v.hint());
+            case UNKNOWN -> problems.error(s.where(), "unknown dataset type '" + type + "'" + v.detail(), v.hint());
+        }
+        return null;
+    }
+
+}

@@ -1,0 +1,196 @@
+package dev.finetune.recipes;
+
+import dev.finetune.recipes.KeyReader.Problems;
+import dev.finetune.recipes.YamlNode.Mapping;
+import dev.finetune.recipes.YamlNode.Scalar;
+import dev.finetune.recipes.YamlNode.Sequence;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+
+/**
+ * The model and how its weights are trained: {@code base_model}, tokenizer and chat-template keys, {@code plugins},
+ * {@code adapter} with the {@code lora_*} and 4-bit keys.
+ */
+final class ModelSection {
+    static final List<String> CHAT_TEMPLATES = List.of("alpaca", "chatml", "mistral_v1", "mistral_v2v3",
+            "mistral_v3_tekken", "mistral_v7_tekken", "gemma", "cohere", "llama3", "llama3_2_vision", "llama4", "phi_3",
+            "phi_35", "deepseek_v2", "deepseek_v3", "jamba", "jinja", "qwen_25", "qwen3", "qwen3_5", "falcon_h1",
+            "nemotron_h", "tokenizer_default", "exaone", "exaone4", "metharme", "pixtral", "llava", "qwen2_vl", "gemma3",
+            "gemma3n", "gemma4", "gemma4_unified", "command_a", "command_a_tool_use", "command_a_rag", "aya");
+    /** Plugins that only change speed or memory use, never the result: accepted with a warning. */
+    static final Set<String> HARMLESS_PLUGINS = Set.of("CutCrossEntropyPlugin", "LigerPlugin", "KernelsPlugin",
+            "SwanLabPlugin");
+
+    private final Problems problems;
+    private final Path recipeDir;
+
+    ModelSection(Problems problems, Path recipeDir) {
+        this.problems = problems;
+        this.recipeDir = recipeDir;
+    }
+
+    void plugins(KeyReader top) {
+        YamlNode n = top.node("plugins");
+        if (n instanceof Sequence seq) {
+            for (YamlNode item : seq.items()) {
+                if (!(item instanceof Scalar s) || !(s.value() instanceof String path)) {
+                    continue;
+                }
+                String name = path.substring(path.lastIndexOf('.') + 1);
+                if (!HARMLESS_PLUGINS.contains(name)) {
+                    problems.error(item.where(), "plugin '" + name + "' is unsupported: finetune cannot run Axolotl's Python plugins",
+                            "remove it from plugins: and the keys it adds");
+                }
+            }
+        }
+    }
+
+    Recipe.Model model(KeyReader top) {
+        String baseModel = top.string("base_model", null);
+        if (baseModel == null || baseModel.isBlank()) {
+            problems.error(top.where(), "base_model is required",
+                    "add e.g. 'base_model: NousResearch/Llama-3.2-1B' (a hub id or a local model folder)");
+        }
+        if (baseModel != null && (DataSection.looksLocal(baseModel) || Files.isDirectory(recipeDir.resolve(baseModel)))) {
+            // A local model folder is relative to the recipe, like dataset paths: the recipe can be run from anywhere.
+            Path dir = recipeDir.resolve(baseModel).normalize();
+            if (!Files.isDirectory(dir)) {
+                problems.error(top.at("base_model"), "base_model folder '" + baseModel + "' does not exist (looked at " + dir + ")",
+                        "local model paths are relative to the recipe file; or use a hub id such as meta-llama/Llama-3.1-8B");
+            }
+            baseModel = dir.toString();
+        }
+        String baseModelConfig = top.string("base_model_config", null);
+        String tokenizerConfig = top.string("tokenizer_config", null);
+        boolean trustRemoteCode = top.bool("trust_remote_code", false);
+        if (trustRemoteCode) {
+            problems.warn(top.at("trust_remote_code"), "trust_remote_code is ignored: finetune runs no model code from checkpoints",
+                    "remove it");
+        }
+        Map<String, String> specialTokens = new LinkedHashMap<>();
+        Mapping st = top.mapping("special_tokens");
+        if (st != null) {
+            KeyReader r = new KeyReader(st, "special_tokens.", problems);
+            for (String k : List.of("bos_token", "eos_token", "pad_token", "unk_token")) {
+                String v = r.string(k, null);
+                if (v != null) {
+                    specialTokens.put(k, v);
+                }
+            }
+            List<String> extra = r.strings("additional_special_tokens", false);
+            if (extra != null && !extra.isEmpty()) {
+                specialTokens.put("additional_special_tokens", String.join(",", extra));
+            }
+            r.finish();
+        }
+        String chatTemplateJinja = top.string("chat_template_jinja", null);
+        String chatTemplate = top.choice("chat_template", chatTemplateJinja != null ? "jinja" : null, CHAT_TEMPLATES);
+        if ("jinja".equals(chatTemplate) && chatTemplateJinja == null) {
+            problems.error(top.at("chat_template"), "chat_template: jinja needs chat_template_jinja",
+                    "add chat_template_jinja: with the template text or a file path");
+        }
+        List<String> eot = top.strings("eot_tokens", false);
+        return new Recipe.Model(baseModel, baseModelConfig, tokenizerConfig, trustRemoteCode, Map.copyOf(specialTokens),
+                chatTemplate, chatTemplateJinja, eot == null ? List.of() : eot);
+    }
+
+    AdapterSpec adapter(KeyReader top) {
+        String adapter = top.string("adapter", null);
+        boolean in4 = Boolean.TRUE.equals(top.bool("load_in_4bit", false));
+        boolean in8 = Boolean.TRUE.equals(top.bool("load_in_8bit", false));
+        Integer r = top.integer("lora_r", null, 1);
+        Double alpha = top.number("lora_alpha", null, Double.MIN_VALUE, Double.MAX_VALUE);
+        Double dropout = top.number("lora_dropout", 0.0, 0.0, 0.999);
+        List<String> targets = top.strings("lora_target_modules", true);
+        Boolean targetLinear = top.bool("lora_target_linear", null);
+        Boolean fanInFanOut = top.bool("lora_fan_in_fan_out", false);
+        boolean rslora = top.bool("peft_use_rslora", false);
+        Mapping bnb = top.mapping("bnb_config_kwargs");
+        boolean doubleQuant = true;
+        if (bnb != null) {
+            KeyReader b = new KeyReader(bnb, "bnb_config_kwargs.", problems);
+            doubleQuant = b.bool("bnb_4bit_use_double_quant", true);
+            b.choice("bnb_4bit_quant_type", "nf4", List.of("nf4"));
+            b.string("bnb_4bit_compute_dtype", null);
+            b.string("bnb_4bit_quant_storage", null);
+            b.finish();
+        }
+        if (in8) {
+            problems.error(top.at("load_in_8bit"), "load_in_8bit is unsupported: finetune stores frozen weights in NF4 only",
+                    "use adapter: qlora with load_in_4bit: true (or adapter: lora without quantization)");
+        }
+        if (adapter == null) {
+            List<String> loraKeys = new ArrayList<>();
+            for (String k : List.of("lora_r", "lora_alpha", "lora_target_modules", "lora_target_linear")) {
+                if (top.has(k)) {
+                    loraKeys.add(k);
+                }
+            }
+            if (!loraKeys.isEmpty()) {
+                problems.error(top.at(loraKeys.get(0)), String.join(", ", loraKeys)
+                                + " set but no adapter: without 'adapter' this is a full fine-tune and LoRA keys have no effect",
+                        "add 'adapter: lora' (or remove the lora_* keys for a full fine-tune)");
+            }
+            if (in4) {
+                problems.error(top.at("load_in_4bit"), "load_in_4bit needs an adapter: 4-bit weights cannot be trained directly",
+                        "add 'adapter: qlora'");
+            }
+            return new AdapterSpec.Full();
+        }
+        if (!adapter.equals("lora") && !adapter.equals("qlora")) {
+            if (adapter.equals("llama-adapter")) {
+                problems.error(top.at("adapter"), "adapter: llama-adapter is unsupported", "use adapter: lora");
+            } else {
+                String close = Suggestions.closest(adapter, List.of("lora", "qlora"));
+                problems.error(top.at("adapter"), "adapter is '" + adapter + "', which is neither lora nor qlora",
+                        close != null ? "did you mean '" + close + "'?" : "use adapter: lora or adapter: qlora, or remove it for a full fine-tune");
+            }
+            return new AdapterSpec.Full();
+        }
+        if (adapter.equals("qlora") && !in4) {
+            problems.error(top.at("adapter"), "adapter: qlora needs load_in_4bit: true (the base weights are stored as NF4)",
+                    "add 'load_in_4bit: true', or use adapter: lora");
+        }
+        if (adapter.equals("lora") && in4) {
+            problems.warn(top.at("load_in_4bit"), "adapter: lora with load_in_4bit: true is QLoRA",
+                    "write adapter: qlora to say so");
+        }
+        if (r == null && !top.has("lora_r")) {
+            problems.error(top.at("adapter"), "adapter: " + adapter + " needs lora_r (the adapter rank)", "add e.g. 'lora_r: 16'");
+        }
+        if (alpha == null && !top.has("lora_alpha")) {
+            problems.error(top.at("adapter"), "adapter: " + adapter + " needs lora_alpha (scale = alpha / r)",
+                    "add e.g. 'lora_alpha: 32' (commonly 2 x lora_r)");
+        }
+        boolean linear = Boolean.TRUE.equals(targetLinear);
+        // lora_target_parameters (MoE experts) is reported as unsupported on its own; no second error for it here.
+        if ((targets == null || targets.isEmpty()) && !linear && !top.has("lora_target_modules")
+                && !top.has("lora_target_parameters")) {
+            problems.error(top.at("adapter"), "adapter: " + adapter + " has no target modules",
+                    "add 'lora_target_linear: true' or 'lora_target_modules: [q_proj, k_proj, v_proj, o_proj]'");
+        }
+        if (targets != null) {
+            for (String t : targets) {
+                try {
+                    java.util.regex.Pattern.compile(t);
+                } catch (java.util.regex.PatternSyntaxException e) {
+                    problems.error(top.at("lora_target_modules"), "lora_target_modules entry '" + t + "' is not a valid regex",
+                            "write a module name such as q_proj");
+                }
+            }
+        }
+        if (Boolean.TRUE.equals(fanInFanOut)) {
+            problems.error(top.at("lora_fan_in_fan_out"), "lora_fan_in_fan_out: true is unsupported (Llama-family weights are not transposed)",
+                    "remove it");
+        }
+        AdapterSpec.Nf4 quant = in4 ? new AdapterSpec.Nf4(64, doubleQuant) : null;
+        return new AdapterSpec.Lora(r == null ? 8 : r, alpha == null ? 16 : alpha, dropout == null ? 0 : dropout,
+                targets == null ? List.of() : targets, linear, rslora, quant);
+    }
+
+}

@@ -1,0 +1,129 @@
+package dev.finetune.recipes;
+
+import dev.finetune.recipes.KeyReader.Problems;
+import dev.finetune.recipes.YamlNode.Mapping;
+import dev.finetune.recipes.YamlNode.Sequence;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+
+/**
+ * What the loss is: {@code rl} with its {@code trl:} block, DPO keys and GRPO reward functions.
+ */
+final class ObjectiveSection {
+    static final List<String> RL_SUPPORTED = List.of("dpo", "grpo");
+    static final Set<String> RL_OTHER = Set.of("kto", "orpo", "simpo", "gdpo", "ebft");
+
+    private final Problems problems;
+    private final Path recipeDir;
+
+    ObjectiveSection(Problems problems, Path recipeDir) {
+        this.problems = problems;
+        this.recipeDir = recipeDir;
+    }
+
+    Recipe.Objective objective(KeyReader top) {
+        String rl = top.string("rl", null);
+        Double rlBeta = top.number("rl_beta", null, 0, Double.MAX_VALUE);
+        double labelSmoothing = top.number("dpo_label_smoothing", 0.0, 0, 0.5);
+        boolean precompute = top.bool("precompute_ref_log_probs", false);
+        List<String> lossTypes = top.strings("dpo_loss_type", true);
+        Mapping trlMap = top.mapping("trl");
+        KeyReader trl = new KeyReader(trlMap == null ? new Mapping(Map.of(), top.where()) : trlMap, "trl.", problems);
+        Double trlBeta = trl.number("beta", null, 0, Double.MAX_VALUE);
+        if (rlBeta != null && trlBeta != null && !rlBeta.equals(trlBeta)) {
+            problems.error(trl.at("beta"), "trl.beta (" + KeyReader.fmt(trlBeta) + ") and rl_beta (" + KeyReader.fmt(rlBeta)
+                    + ") disagree", "keep only one of them");
+        }
+        Double beta = rlBeta != null ? rlBeta : trlBeta;
+        Integer numGenerations = trl.integer("num_generations", null, 2);
+        Integer generationBatch = trl.integer("generation_batch_size", null, 1);
+        Integer maxCompletion = trl.integer("max_completion_length", 256, 1);
+        Double temperature = trl.number("temperature", 1.0, Double.MIN_VALUE, Double.MAX_VALUE);
+        Double epsilon = trl.number("epsilon", 0.2, 0, 1);
+        YamlNode rewardNode = trl.node("reward_funcs");
+        List<RewardSpec> rewardFuncs = rewardNode == null ? null : RewardSpecs.read(rewardNode, recipeDir, problems);
+        YamlNode weightsNode = trl.node("reward_weights");
+        boolean scaleRewards = trl.bool("scale_rewards", true);
+        boolean useVllm = trl.bool("use_vllm", false);
+        trl.finish();
+        if (rl == null) {
+            if (trlMap != null && !trlMap.entries().isEmpty()) {
+                problems.warn(top.at("trl"), "trl: has no effect without rl", "add rl: dpo or rl: grpo, or remove trl:");
+            }
+            return new Recipe.Objective.Sft();
+        }
+        if (rl.equals("ipo")) {
+            problems.warn(top.at("rl"), "rl: ipo is deprecated in Axolotl", "write rl: dpo with dpo_loss_type: [ipo]");
+            if (lossTypes == null) {
+                lossTypes = List.of("ipo");
+            }
+            rl = "dpo";
+        }
+        if (RL_OTHER.contains(rl)) {
+            problems.error(top.at("rl"), "rl: " + rl + " is unsupported: finetune trains sft, dpo and grpo",
+                    rl.equals("ipo") ? "use rl: dpo" : "use rl: dpo (preference pairs) or rl: grpo (reward functions)");
+            return null;
+        }
+        if (!RL_SUPPORTED.contains(rl)) {
+            String close = Suggestions.closest(rl, List.of("dpo", "grpo", "ipo", "kto", "orpo", "simpo", "gdpo", "ebft"));
+            problems.error(top.at("rl"), "rl is '" + rl + "', which is not an objective Axolotl knows",
+                    close != null ? "did you mean '" + close + "'?" : "use rl: dpo or rl: grpo, or remove rl for SFT");
+            return null;
+        }
+        if (rl.equals("dpo")) {
+            DpoLossType lossType = DpoLossType.SIGMOID;
+            if (lossTypes != null && !lossTypes.isEmpty()) {
+                String first = lossTypes.get(0);
+                DpoLossType named = java.util.Arrays.stream(DpoLossType.values())
+                        .filter(t -> t.key().equals(first)).findFirst().orElse(null);
+                lossType = named == null ? DpoLossType.SIGMOID : named;
+                if (lossTypes.size() > 1 || named == null) {
+                    problems.error(top.at("dpo_loss_type"), "dpo_loss_type " + lossTypes + " is unsupported: finetune "
+                            + "trains one loss, sigmoid or ipo", "write dpo_loss_type: [sigmoid] or [ipo]");
+                }
+            }
+            if (lossType == DpoLossType.IPO && beta != null && beta == 0) {
+                problems.error(top.at(rlBeta != null ? "rl_beta" : "trl"), "the ipo loss needs beta > 0 (it targets "
+                        + "a margin of 1/(2 beta))", "use e.g. rl_beta: 0.1");
+            }
+            return new Recipe.Objective.Dpo(beta == null ? 0.1 : beta, labelSmoothing, precompute, lossType);
+        }
+        if (lossTypes != null) {
+            problems.error(top.at("dpo_loss_type"), "dpo_loss_type only applies to rl: dpo", "remove it");
+        }
+        if (useVllm) {
+            problems.error(trl.at("use_vllm"), "trl.use_vllm is unsupported: finetune generates GRPO completions in the trainer",
+                    "remove trl.use_vllm");
+        }
+        if (rewardFuncs == null || rewardFuncs.isEmpty()) {
+            problems.error(trlMap == null ? top.at("rl") : trl.at("reward_funcs"), "rl: grpo needs trl.reward_funcs",
+                    "add e.g. 'trl: {reward_funcs: [exact_match]}'");
+        }
+        List<Double> weights = new ArrayList<>();
+        if (weightsNode instanceof Sequence seq) {
+            for (YamlNode w : seq.items()) {
+                Double v = KeyReader.realNumber(w);
+                if (v == null) {
+                    problems.error(w.where(), "trl.reward_weights items must be numbers, got " + YamlNode.describe(w),
+                            "write e.g. reward_weights: [1.0, 0.5]");
+                } else {
+                    weights.add(v);
+                }
+            }
+            if (rewardFuncs != null && weights.size() != rewardFuncs.size() && weights.size() == seq.items().size()) {
+                problems.error(weightsNode.where(), "trl.reward_weights has " + weights.size() + " weights for "
+                        + rewardFuncs.size() + " reward functions", "give one weight per reward function");
+            }
+        } else if (weightsNode != null) {
+            problems.error(weightsNode.where(), "trl.reward_weights must be a list, got " + YamlNode.describe(weightsNode),
+                    "write e.g. reward_weights: [1.0]");
+        }
+        return new Recipe.Objective.Grpo(numGenerations == null ? 8 : numGenerations, generationBatch, maxCompletion,
+                temperature, beta == null ? 0.0 : beta, epsilon, rewardFuncs == null ? List.of() : rewardFuncs,
+                List.copyOf(weights), scaleRewards, useVllm);
+    }
+
+}

@@ -1,0 +1,156 @@
+package dev.finetune.recipes;
+
+import dev.finetune.recipes.KeyReader.Problems;
+import dev.finetune.recipes.Recipe.Flag;
+import dev.finetune.recipes.YamlNode.Mapping;
+import dev.finetune.recipes.YamlNode.Scalar;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+
+/**
+ * Where and how the recipe runs: precision flags, {@code hardware:}, FSDP and other parallelism keys, {@code backend:}.
+ */
+final class ParallelismSection {
+    private final Problems problems;
+    private final Path recipeDir;
+
+    ParallelismSection(Problems problems, Path recipeDir) {
+        this.problems = problems;
+        this.recipeDir = recipeDir;
+    }
+
+    Recipe.Precision precision(KeyReader top) {
+        Flag bf16 = top.flag("bf16", Flag.AUTO);
+        Flag fp16 = top.flag("fp16", Flag.FALSE);
+        Flag tf32 = top.flag("tf32", Flag.AUTO);
+        if (bf16 == Flag.TRUE && fp16 == Flag.TRUE) {
+            problems.error(top.at("fp16"), "bf16 and fp16 are both true: a run computes in one of them",
+                    "keep bf16: true and remove fp16 (or the other way round on GPUs without bfloat16)");
+        }
+        return new Recipe.Precision(bf16, fp16, tf32);
+    }
+
+    Recipe.Hardware hardware(KeyReader top) {
+        YamlNode n = top.node("hardware");
+        if (n == null) {
+            return new Recipe.Hardware.Unspecified();
+        }
+        if (n instanceof Scalar s && "cpu".equals(s.value())) {
+            return new Recipe.Hardware.Cpu();
+        }
+        if (!(n instanceof Mapping m)) {
+            problems.error(n.where(), "hardware must be 'cpu' or a mapping {gpus, nodes, gpu_memory}, got " + YamlNode.describe(n),
+                    "write e.g. 'hardware: {gpus: 8, gpu_memory: 80GiB}' or 'hardware: cpu'");
+            return new Recipe.Hardware.Unspecified();
+        }
+        KeyReader h = new KeyReader(m, "hardware.", problems);
+        boolean cpu = h.bool("cpu", false);
+        Integer gpus = h.integer("gpus", null, 1);
+        Integer nodes = h.integer("nodes", 1, 1);
+        String memory = h.string("gpu_memory", null);
+        h.finish();
+        Long bytes = null;
+        if (memory != null) {
+            try {
+                bytes = dev.finetune.recipes.plan.MemorySize.parse(memory, h.at("gpu_memory").label());
+            } catch (UserError e) {
+                problems.error(e.where(), "hardware.gpu_memory: " + e.getMessage(), e.hint());
+            }
+        }
+        if (cpu) {
+            if (gpus != null) {
+                problems.error(h.at("gpus"), "hardware sets both cpu: true and gpus", "keep one of them");
+            }
+            return new Recipe.Hardware.Cpu();
+        }
+        return new Recipe.Hardware.Gpus(gpus == null ? 1 : gpus, nodes == null ? 1 : nodes, bytes);
+    }
+
+    Recipe.Distributed distributed(KeyReader top, Recipe.Training training, AdapterSpec adapter,
+                                           Recipe.Objective objective) {
+        List<String> fsdpList = top.strings("fsdp", true);
+        Integer topVersion = top.integer("fsdp_version", null, 1);
+        Mapping config = top.mapping("fsdp_config");
+        Integer cp = top.integer("context_parallel_size", 1, 1);
+        Integer tp = top.integer("tensor_parallel_size", 1, 1);
+        top.integer("dp_shard_size", null, 1);
+        Integer replicate = top.integer("dp_replicate_size", null, 1);
+        if (cp != null && cp > 1) {
+            problems.error(top.at("context_parallel_size"), "context_parallel_size > 1 is unsupported",
+                    "remove it (sequences stay on one device; use gradient_checkpointing for long contexts)");
+        }
+        if (tp != null && tp > 1) {
+            problems.error(top.at("tensor_parallel_size"), "tensor_parallel_size > 1 is unsupported",
+                    "shard with fsdp_version: 2 instead");
+        }
+        if (replicate != null && replicate > 1) {
+            problems.error(top.at("dp_replicate_size"), "dp_replicate_size > 1 (HSDP) is unsupported", "remove it: FSDP2 shards over all GPUs");
+        }
+        if (topVersion != null && topVersion > 2) {
+            problems.error(top.at("fsdp_version"), "fsdp_version must be 1 or 2, got " + topVersion, "use fsdp_version: 2");
+        }
+        boolean on = config != null || (fsdpList != null && !fsdpList.isEmpty());
+        if (!on) {
+            if (topVersion != null) {
+                problems.warn(top.at("fsdp_version"), "fsdp_version has no effect without fsdp_config", "add fsdp_config: or remove fsdp_version");
+            }
+            return new Recipe.Distributed(null, cp == null ? 1 : cp, tp == null ? 1 : tp);
+        }
+        KeyReader f = new KeyReader(config == null ? new Mapping(Map.of(), top.at("fsdp")) : config, "fsdp_config.", problems);
+        if (config != null) {
+            for (String k : List.copyOf(config.entries().keySet())) {
+                if (k.startsWith("fsdp_") && !k.equals("fsdp_version")) {
+                    f.rename(k, k.substring("fsdp_".length()), "the fsdp_ prefix inside fsdp_config is deprecated");
+                }
+            }
+        }
+        Integer innerVersion = f.integer("fsdp_version", null, 1);
+        Integer innerVersion2 = f.integer("version", null, 1);
+        int version = topVersion != null ? topVersion : innerVersion != null ? innerVersion : innerVersion2 != null ? innerVersion2 : 1;
+        boolean offload = f.bool("offload_params", false);
+        boolean reshard = f.bool("reshard_after_forward", true);
+        boolean activationCheckpointing = f.bool("activation_checkpointing", false);
+        boolean ramEfficient = f.bool("cpu_ram_efficient_loading", false);
+        String stateDict = f.choice("state_dict_type", null, List.of("FULL_STATE_DICT", "SHARDED_STATE_DICT", "LOCAL_STATE_DICT"));
+        f.choice("final_state_dict_type", null, List.of("FULL_STATE_DICT", "SHARDED_STATE_DICT", "LOCAL_STATE_DICT"));
+        String wrap = f.choice("auto_wrap_policy", null, List.of("TRANSFORMER_BASED_WRAP", "SIZE_BASED_WRAP"));
+        String cls = f.string("transformer_layer_cls_to_wrap", null);
+        f.bool("sync_module_states", null);
+        f.bool("use_orig_params", null);
+        f.bool("cpu_offload_pin_memory", null);
+        f.node("mixed_precision_policy");
+        f.integer("min_num_params", null, 1);
+        f.finish();
+        if (version == 1) {
+            problems.warn(fsdpList != null ? top.at("fsdp") : top.at("fsdp_config"),
+                    "FSDP1 is deprecated (in Axolotl too); finetune runs it as FSDP2", "add fsdp_version: 2");
+        }
+        if (version == 2 && (training.optimizer() == Recipe.Optimizer.ADAMW_BNB_8BIT
+                || training.optimizer() == Recipe.Optimizer.ADAMW_8BIT)) {
+            problems.error(top.at("optimizer"), "FSDP2 cannot shard " + training.optimizer().axolotlName()
+                    + " (bitsandbytes) optimizer state", "use optimizer: adamw_torch_8bit");
+        }
+        return new Recipe.Distributed(new Recipe.Fsdp(version, offload, reshard, activationCheckpointing, ramEfficient,
+                stateDict, wrap, cls), cp == null ? 1 : cp, tp == null ? 1 : tp);
+    }
+
+    Recipe.Backend backend(KeyReader top, Recipe.Hardware hardware, Recipe.Distributed distributed) {
+        String b = top.choice("backend", "auto", List.of("auto", "single", "fsdp"));
+        Recipe.Backend backend = Recipe.Backend.valueOf(b.toUpperCase(Locale.ROOT));
+        if (backend == Recipe.Backend.SINGLE && hardware.devices() > 1) {
+            problems.error(top.at("backend"), "backend: single runs on one device, but hardware has " + hardware.devices() + " GPUs",
+                    "use backend: fsdp (or auto), or hardware: {gpus: 1}");
+        }
+        if (backend == Recipe.Backend.SINGLE && distributed.sharded()) {
+            problems.error(top.at("backend"), "backend: single cannot shard, but fsdp_config is set",
+                    "use backend: fsdp, or remove fsdp_config");
+        }
+        if (backend == Recipe.Backend.FSDP && hardware instanceof Recipe.Hardware.Cpu) {
+            problems.error(top.at("backend"), "backend: fsdp needs GPUs, but hardware is cpu", "use backend: single");
+        }
+        return backend;
+    }
+
+}
