@@ -70,8 +70,8 @@ public record RlSetup<B extends Batch>(Objective<B> objective, List<B> train, Li
         // first step (a resumed run rebuilds it the same way from the base model it loads first).
         boolean precomputed = adapters == null || dpo.precomputeRefLogProbs();
         if (precomputed) {
-            train = DpoObjective.precompute(trainable, adapters, train, type, manager);
-            eval = DpoObjective.precompute(trainable, adapters, eval, type, manager);
+            train = DpoObjective.precompute(trainable, adapters, train, manager);
+            eval = DpoObjective.precompute(trainable, adapters, eval, manager);
         }
         String report = String.format(Locale.ROOT, "dpo: %d pairs for training, %d held out (%d rows read, %d longer "
                 + "than sequence_len, %d invalid skipped); loss %s, beta %s; reference: %s%n", pairs.train().size(),
@@ -80,7 +80,7 @@ public record RlSetup<B extends Batch>(Objective<B> objective, List<B> train, Li
                 precomputed ? "computed once before training" : "the base model (adapter switched off) each step");
         if (!eval.isEmpty()) {
             report += basePreference(precomputed ? eval
-                    : DpoObjective.precompute(trainable, adapters, eval, type, manager));
+                    : DpoObjective.precompute(trainable, adapters, eval, manager));
         }
         return new RlSetup<>(new DpoObjective(loss, trainable, adapters), train, eval, report, null);
     }

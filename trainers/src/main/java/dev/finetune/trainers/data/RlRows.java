@@ -27,7 +27,11 @@ import java.util.stream.IntStream;
  * <p>Every type comes down to a conversation, the chosen and rejected answers, and a way to render them: a chat
  * template (the format's built-in one for {@code chatml.*}/{@code llama3.*}, the recipe's for
  * {@code chat_template.default} and for conversational rows), or plain concatenation for plain-text rows as TRL
- * does. Prompt and answers are tokenized separately and each answer ends with EOS, as TRL tokenizes them.
+ * does. Tokenized as TRL's {@code DPOTrainer} does: the prompt alone and the prompt followed by each answer, the
+ * answer being the tokens after the prompt's (so a word that continues the prompt is tokenized as it is read, not
+ * with the extra word-start marker a separately tokenized answer gets). Text rows (Axolotl's types render to text
+ * before TRL sees them) get BOS as the tokenizer adds it and EOS after each answer; TRL's conversational rows get
+ * neither, the chat template marks the turns.
  */
 public final class RlRows {
     private static final List<String> PROMPT_FIELDS = List.of("prompt", "input", "question", "instruction");
@@ -44,7 +48,7 @@ public final class RlRows {
 
     /** What one row says before rendering: a prompt as text (plain) or as messages, and optional answers. */
     private record Parsed(String plainPrompt, List<Message> messages, ChatTemplate template, Message chosen,
-            Message rejected, String plainChosen, String plainRejected) {}
+            Message rejected, String plainChosen, String plainRejected, boolean conversational) {}
 
     public static Split<PreferencePair> preferences(List<DatasetSpec> specs, DataOptions options, Tokenizer tokenizer) {
         List<PreferencePair> pairs = new ArrayList<>();
@@ -53,9 +57,10 @@ public final class RlRows {
             forEachRow(spec, options, counts, (row, location) -> {
                 Parsed parsed = parse(spec, row, options, tokenizer, true);
                 String prompt = promptText(parsed);
-                PreferencePair pair = new PreferencePair(ids(prompt, tokenizer, true),
-                        answer(parsed, prompt, parsed.chosen(), parsed.plainChosen(), tokenizer),
-                        answer(parsed, prompt, parsed.rejected(), parsed.plainRejected(), tokenizer));
+                long[] promptIds = ids(prompt, tokenizer, !parsed.conversational());
+                PreferencePair pair = new PreferencePair(promptIds,
+                        answer(parsed, prompt, promptIds, parsed.chosen(), parsed.plainChosen(), tokenizer),
+                        answer(parsed, prompt, promptIds, parsed.rejected(), parsed.plainRejected(), tokenizer));
                 if (pair.length() <= options.sequenceLen()) {
                     pairs.add(pair);
                     return;
@@ -85,8 +90,9 @@ public final class RlRows {
         Counts counts = new Counts();
         for (DatasetSpec spec : specs) {
             forEachRow(spec, options, counts, (row, location) -> {
-                String prompt = promptText(parse(spec, row, options, tokenizer, false));
-                long[] ids = ids(prompt, tokenizer, true);
+                Parsed parsed = parse(spec, row, options, tokenizer, false);
+                String prompt = promptText(parsed);
+                long[] ids = ids(prompt, tokenizer, !parsed.conversational());
                 if (ids.length < options.sequenceLen()) {
                     prompts.add(new GrpoPrompt(ids, prompt, row));
                     return;
@@ -184,25 +190,25 @@ public final class RlRows {
             return new Parsed(null, messages, template,
                     answers ? assistant(row, variant.equals("default") ? or(row, chosenField, "chosen_response") : chosenField, type) : null,
                     answers ? assistant(row, variant.equals("default") ? or(row, rejectedField, "rejected_response") : rejectedField, type) : null,
-                    null, null);
+                    null, null, false);
         }
         if (type.equals("chat_template.default") || type.equals("chat_template")) {
             String field = spec.fieldMessages() != null ? spec.fieldMessages() : row.has("prompt") && !row.has("messages")
                     ? "prompt" : "messages";
             return new Parsed(null, messages(row, field, type), template(spec, options, tokenizer),
                     answers ? message(row, chosenField, type) : null, answers ? message(row, rejectedField, type) : null,
-                    null, null);
+                    null, null, false);
         }
         // passthrough: TRL's rows as they are; a list prompt is a conversation, a string is plain text
         JsonElement prompt = row.get("prompt");
         if (prompt != null && prompt.isJsonArray()) {
             return new Parsed(null, messages(row, "prompt", type), template(spec, options, tokenizer),
                     answers ? message(row, chosenField, type) : null, answers ? message(row, rejectedField, type) : null,
-                    null, null);
+                    null, null, true);
         }
         return new Parsed(Fields.requiredString(row, "prompt", type), null, null, null, null,
                 answers ? Fields.requiredString(row, chosenField, type) : null,
-                answers ? Fields.requiredString(row, rejectedField, type) : null);
+                answers ? Fields.requiredString(row, rejectedField, type) : null, false);
     }
 
     private static ChatTemplate template(DatasetSpec spec, DataOptions options, Tokenizer tokenizer) {
@@ -214,25 +220,29 @@ public final class RlRows {
         return parsed.template() == null ? parsed.plainPrompt() : parsed.template().render(parsed.messages(), true);
     }
 
-    /** The answer's text as it follows the prompt: the full rendering minus the prompt's (plain: the text itself). */
-    private static long[] answer(Parsed parsed, String prompt, Message message, String plain, Tokenizer tokenizer) {
-        String text;
+    /**
+     * The answer's tokens: the prompt and answer tokenized together, less the prompt's tokens (TRL slices the same
+     * way, and like TRL we keep the slice when a merge across the boundary makes the prompt's tokens differ).
+     */
+    private static long[] answer(Parsed parsed, String prompt, long[] promptIds, Message message, String plain,
+            Tokenizer tokenizer) {
+        String full;
         if (parsed.template() == null) {
-            text = plain;
+            full = prompt + plain;
         } else {
             List<Message> all = new ArrayList<>(parsed.messages());
             all.add(message);
-            String full = parsed.template().render(all, false);
+            full = parsed.template().render(all, false);
             if (!full.startsWith(prompt)) {
                 throw new InvalidRow("the chat template renders the conversation with an answer differently from the "
                         + "prompt alone, so the answer cannot be separated", "use a template whose generation prompt "
                         + "is a prefix of the answered conversation (chatml, llama3, qwen_25)");
             }
-            text = full.substring(prompt.length());
         }
-        long[] ids = ids(text, tokenizer, false);
+        long[] ids = ids(full, tokenizer, !parsed.conversational());
+        ids = Arrays.copyOfRange(ids, Math.min(promptIds.length, ids.length), ids.length);
         int eos = tokenizer.special().eosId();
-        if (eos >= 0 && (ids.length == 0 || ids[ids.length - 1] != eos)) {
+        if (!parsed.conversational() && eos >= 0 && (ids.length == 0 || ids[ids.length - 1] != eos)) {
             ids = Arrays.copyOf(ids, ids.length + 1);
             ids[ids.length - 1] = eos;
         }

@@ -84,6 +84,45 @@ public record CompletionRows(int rows, int columns, long[] inputIds, long[] posi
         return logits.logSoftmax(-1).gather(targetIndex, -1).squeeze(-1).mul(weight);
     }
 
+    /**
+     * Per row, over its completion tokens: the summed entropy of the next-token distribution, the summed mean
+     * logit over the vocabulary, and how many targets are the argmax (TRL's {@code entropy},
+     * {@code logits/*} and {@code mean_token_accuracy} before averaging). Read from {@code logits} without
+     * entering the graph; the temporaries are freed at once, each as large as the logits.
+     */
+    public record Stats(double[] entropy, double[] meanLogit, long[] correct) {}
+
+    public Stats stats(NDArray logits) {
+        boolean gradMode = ai.djl.pytorch.jni.JniUtils.isGradMode();
+        ai.djl.pytorch.jni.JniUtils.setGradMode(false);
+        float[] entropy;
+        float[] meanLogit;
+        long[] argmax;
+        try (NDArray detached = logits.stopGradient(); NDArray logp = detached.logSoftmax(-1);
+                NDArray p = logp.exp(); NDArray plogp = p.mul(logp); NDArray h = plogp.sum(new int[] {-1}).neg();
+                NDArray mean = detached.mean(new int[] {-1}); NDArray best = detached.argMax(-1)) {
+            entropy = h.toFloatArray();
+            meanLogit = mean.toFloatArray();
+            argmax = best.toLongArray();
+        } finally {
+            ai.djl.pytorch.jni.JniUtils.setGradMode(gradMode);
+        }
+        double[] entropySum = new double[rows];
+        double[] logitSum = new double[rows];
+        long[] correct = new long[rows];
+        for (int r = 0; r < rows; r++) {
+            for (int t = 0; t < columns; t++) {
+                int i = r * columns + t;
+                if (completionMask[i] != 0) {
+                    entropySum[r] += entropy[i];
+                    logitSum[r] += meanLogit[i];
+                    correct[r] += argmax[i] == targets[i] ? 1 : 0;
+                }
+            }
+        }
+        return new Stats(entropySum, logitSum, correct);
+    }
+
     /** The completion mask as an array {@code [rows, columns]}. */
     public NDArray mask(NDManager manager) {
         return manager.create(completionMask, new Shape(rows, columns));

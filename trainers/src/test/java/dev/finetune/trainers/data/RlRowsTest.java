@@ -60,8 +60,32 @@ class RlRowsTest {
         PreferencePair pair = one(dir, "passthrough",
                 "{\"prompt\": \"Tom saw a dog.\", \"chosen\": \" He smiled.\", \"rejected\": \" He cried.\"}");
         assertArrayEquals(ids("Tom saw a dog.", true), pair.prompt());
-        assertArrayEquals(withEos(ids(" He smiled.", false)), pair.chosen());
-        assertArrayEquals(withEos(ids(" He cried.", false)), pair.rejected());
+        assertArrayEquals(withEos(after("Tom saw a dog.", "Tom saw a dog. He smiled.")), pair.chosen());
+        assertArrayEquals(withEos(after("Tom saw a dog.", "Tom saw a dog. He cried.")), pair.rejected());
+    }
+
+    /** The tokens of {@code full} after those of {@code prompt}: how TRL cuts an answer out. */
+    private static long[] after(String prompt, String full) {
+        long[] all = ids(full, true);
+        return Arrays.copyOfRange(all, ids(prompt, true).length, all.length);
+    }
+
+    @Test
+    void anAnswerThatContinuesAWordIsTokenizedTogetherWithThePrompt(@TempDir Path dir) throws IOException {
+        // SentencePiece marks a word start; tokenized alone, "ly" would get one the text does not have
+        PreferencePair pair = one(dir, "passthrough",
+                "{\"prompt\": \"Once upon a time\", \"chosen\": \"ly\", \"rejected\": \" there\"}");
+        String chosen = tokenizer.decode(Arrays.stream(pair.chosen()).mapToInt(Math::toIntExact).toArray(), true);
+        long[] alone = ids("ly", false);
+        long[] joined = Arrays.copyOf(pair.chosen(), pair.chosen().length - 1);
+        assertTrue(!Arrays.equals(alone, joined), "the separately tokenized answer differs: " + Arrays.toString(alone));
+        assertArrayEquals(ids("Once upon a timely", true), concat(pair.prompt(), joined), chosen);
+    }
+
+    private static long[] concat(long[] a, long[] b) {
+        long[] out = Arrays.copyOf(a, a.length + b.length);
+        System.arraycopy(b, 0, out, a.length, b.length);
+        return out;
     }
 
     @Test
@@ -99,9 +123,14 @@ class RlRowsTest {
         PreferencePair typed = RlRows.preferences(List.of(spec(file, "chat_template.default")), chatml, tokenizer)
                 .train().get(0);
         PreferencePair trl = RlRows.preferences(List.of(spec(trlFile, "passthrough")), chatml, tokenizer).train().get(0);
-        assertArrayEquals(typed.prompt(), trl.prompt(), "Axolotl's chat_template.default and TRL's conversational rows");
-        assertArrayEquals(typed.chosen(), trl.chosen());
-        assertArrayEquals(ids("<|im_start|>user\nHi?<|im_end|>\n<|im_start|>assistant\n", true), typed.prompt());
+        // Axolotl renders its types to text, which TRL tokenizes with BOS and ends with EOS; TRL's own conversational
+        // rows go through apply_chat_template, which adds neither
+        String prompt = "<|im_start|>user\nHi?<|im_end|>\n<|im_start|>assistant\n";
+        assertArrayEquals(ids(prompt, true), typed.prompt());
+        assertArrayEquals(ids(prompt, false), trl.prompt());
+        assertArrayEquals(withEos(trl.chosen()), typed.chosen());
+        String chosen = tokenizer.decode(Arrays.stream(trl.chosen()).mapToInt(Math::toIntExact).toArray(), false);
+        assertTrue(chosen.startsWith("Hello!<|im_end|>"), chosen);
     }
 
     @Test

@@ -3,8 +3,6 @@ package dev.finetune.trainers.train.dpo;
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDManager;
 import ai.djl.ndarray.NDScope;
-import ai.djl.ndarray.index.NDIndex;
-import ai.djl.ndarray.types.Shape;
 import dev.finetune.adapters.lora.AdapterSwitch;
 import dev.finetune.trainers.train.CompletionRows;
 import dev.finetune.trainers.train.ForwardPass;
@@ -13,7 +11,9 @@ import dev.finetune.trainers.train.NoGradient;
 import dev.finetune.trainers.train.Objective;
 import dev.finetune.trainers.train.TrainableModel;
 import java.util.ArrayList;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
 
 /**
  * Direct preference optimisation: one forward pass over the chosen and rejected rows of a batch, their sequence
@@ -45,17 +45,42 @@ public final class DpoObjective implements Objective<DpoBatch> {
         if (batch.reference() != null) {
             reference = manager.create(batch.reference());
         } else if (adapters != null) {
-            reference = referenceLogProbs(model, adapters, batch.rows(), inputs, loss.type(), manager);
+            reference = referenceLogProbs(model, adapters, batch.rows(), inputs, manager);
         } else {
             throw new IllegalStateException("full fine-tuning DPO needs reference values precomputed before training");
         }
-        NDArray policy = sequenceLogProbs(forward.logits(inputs), batch.rows(), loss.type(), manager);
-        int pairs = batch.pairs();
-        NDIndex first = new NDIndex("0:" + pairs);
-        NDIndex second = new NDIndex(pairs + ":");
-        DpoLoss.Result result = loss.compute(policy.get(first), policy.get(second), reference.get(first),
-                reference.get(second), manager);
-        return new Loss(result.sum(), result.metrics());
+        NDArray logits = forward.logits(inputs);
+        NDArray policy = sequenceLogProbs(logits, batch.rows(), manager);
+        DpoLoss.Result result = loss.compute(policy, reference, batch.rows().completionLengths(), manager);
+        Map<String, Double> metrics = new LinkedHashMap<>(result.metrics());
+        metrics.putAll(tokenMetrics(batch.rows(), batch.pairs(), batch.rows().stats(logits)));
+        return new Loss(result.sum(), metrics);
+    }
+
+    /**
+     * TRL's token-level metrics of a batch: {@code entropy} over every completion token, {@code logits/chosen} and
+     * {@code logits/rejected} (the mean logit over the vocabulary, averaged over each side's completion tokens),
+     * and {@code mean_token_accuracy} over the chosen completions.
+     */
+    static Map<String, Double> tokenMetrics(CompletionRows rows, int pairs, CompletionRows.Stats stats) {
+        double entropy = 0;
+        double[] logits = new double[2];
+        long[] tokens = new long[2];
+        long correct = 0;
+        for (int r = 0; r < rows.rows(); r++) {
+            int side = r < pairs ? 0 : 1;
+            entropy += stats.entropy()[r];
+            logits[side] += stats.meanLogit()[r];
+            tokens[side] += rows.completionLengths()[r];
+            correct += side == 0 ? stats.correct()[r] : 0;
+        }
+        Map<String, Double> metrics = new LinkedHashMap<>();
+        long all = tokens[0] + tokens[1];
+        metrics.put("entropy", all > 0 ? entropy / all : 0.0);
+        metrics.put("logits/chosen", tokens[0] > 0 ? logits[0] / tokens[0] : 0.0);
+        metrics.put("logits/rejected", tokens[1] > 0 ? logits[1] / tokens[1] : 0.0);
+        metrics.put("mean_token_accuracy", tokens[0] > 0 ? (double) correct / tokens[0] : 0.0);
+        return metrics;
     }
 
     /**
@@ -63,38 +88,30 @@ public final class DpoObjective implements Objective<DpoBatch> {
      * so they are the base model's; with an adapter, it is switched off) and attached to copies of the batches.
      */
     public static List<DpoBatch> precompute(TrainableModel<?> model, AdapterSwitch adapters, List<DpoBatch> batches,
-            DpoLoss.Type type, NDManager manager) {
+            NDManager manager) {
         List<DpoBatch> out = new ArrayList<>(batches.size());
         for (DpoBatch batch : batches) {
             try (NDScope scope = new NDScope()) {
                 ModelInputs inputs = batch.rows().inputs(manager);
                 out.add(batch.withReference(
-                        referenceLogProbs(model, adapters, batch.rows(), inputs, type, manager).toFloatArray()));
+                        referenceLogProbs(model, adapters, batch.rows(), inputs, manager).toFloatArray()));
             }
         }
         return out;
     }
 
     private static NDArray referenceLogProbs(TrainableModel<?> model, AdapterSwitch adapters, CompletionRows rows,
-            ModelInputs inputs, DpoLoss.Type type, NDManager manager) {
+            ModelInputs inputs, NDManager manager) {
         if (adapters == null) {
-            return sequenceLogProbs(NoGradient.logits(model, inputs), rows, type, manager);
+            return sequenceLogProbs(NoGradient.logits(model, inputs), rows, manager);
         }
         try (AdapterSwitch.Restore base = adapters.disabled()) {
-            return sequenceLogProbs(NoGradient.logits(model, inputs), rows, type, manager);
+            return sequenceLogProbs(NoGradient.logits(model, inputs), rows, manager);
         }
     }
 
-    /** {@code [rows]}: Σ of the completion tokens' log-probabilities, or their mean for per-token losses. */
-    static NDArray sequenceLogProbs(NDArray logits, CompletionRows rows, DpoLoss.Type type, NDManager manager) {
-        NDArray sums = rows.tokenLogProbs(logits, manager).sum(new int[] {1});
-        if (!type.perTokenMean()) {
-            return sums;
-        }
-        float[] inverse = new float[rows.rows()];
-        for (int r = 0; r < inverse.length; r++) {
-            inverse[r] = 1f / Math.max(1, rows.completionLengths()[r]);
-        }
-        return sums.mul(manager.create(inverse, new Shape(inverse.length)));
+    /** {@code [rows]}: Σ of the completion tokens' log-probabilities (TRL sums; per-token losses divide later). */
+    static NDArray sequenceLogProbs(NDArray logits, CompletionRows rows, NDManager manager) {
+        return rows.tokenLogProbs(logits, manager).sum(new int[] {1});
     }
 }

@@ -9,6 +9,7 @@ import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDManager;
 import ai.djl.training.GradientCollector;
 import dev.finetune.recipes.UserError;
+import java.util.List;
 import java.util.Map;
 import org.junit.jupiter.api.Test;
 
@@ -24,19 +25,24 @@ class DpoLossTest {
 
     private static Run run(DpoLoss loss) {
         try (NDManager manager = NDManager.newBaseManager()) {
-            NDArray chosen = manager.create(POLICY_CHOSEN).duplicate();
-            NDArray rejected = manager.create(POLICY_REJECTED).duplicate();
-            chosen.setRequiresGradient(true);
-            rejected.setRequiresGradient(true);
+            NDArray policy = manager.create(join(POLICY_CHOSEN, POLICY_REJECTED)).duplicate();
+            policy.setRequiresGradient(true);
             DpoLoss.Result result;
             try (GradientCollector collector = Engine.getInstance().newGradientCollector()) {
-                result = loss.compute(chosen, rejected, manager.create(REFERENCE_CHOSEN),
-                        manager.create(REFERENCE_REJECTED), manager);
+                result = loss.compute(policy, manager.create(join(REFERENCE_CHOSEN, REFERENCE_REJECTED)),
+                        new int[] {2, 4, 1, 5}, manager);
                 System.gc(); // constants freed under autograd would show up as wrong gradients
                 collector.backward(result.sum());
             }
-            return new Run(result.sum().getFloat(), result.metrics(), chosen.getGradient().toFloatArray());
+            float[] gradient = policy.getGradient().toFloatArray();
+            return new Run(result.sum().getFloat(), result.metrics(), new float[] {gradient[0], gradient[1]});
         }
+    }
+
+    private static float[] join(float[] a, float[] b) {
+        float[] out = java.util.Arrays.copyOf(a, a.length + b.length);
+        System.arraycopy(b, 0, out, a.length, b.length);
+        return out;
     }
 
     private static double softplus(double x) {
@@ -63,19 +69,31 @@ class DpoLossTest {
     }
 
     @Test
-    void labelSmoothingMixesInTheFlippedPreference() {
-        Run run = run(new DpoLoss(DpoLoss.Type.SIGMOID, 0.1, 0.2));
-        double first = 0.8 * softplus(-0.1) + 0.2 * softplus(0.1);
-        double second = 0.8 * softplus(0.2) + 0.2 * softplus(-0.2);
+    void labelSmoothingEntersTheRobustLossButNotSigmoidAsInTrl() {
+        assertEquals(softplus(-0.1) + softplus(0.2), run(new DpoLoss(DpoLoss.Type.SIGMOID, 0.1, 0.2)).loss(), 1e-6);
+        Run run = run(new DpoLoss(DpoLoss.Type.ROBUST, 0.1, 0.2));
+        double first = (0.8 * softplus(-0.1) - 0.2 * softplus(0.1)) / 0.6;
+        double second = (0.8 * softplus(0.2) - 0.2 * softplus(-0.2)) / 0.6;
         assertEquals(first + second, run.loss(), 1e-6);
     }
 
     @Test
-    void ipoIsTheSquaredDistanceToHalfInverseBeta() {
+    void weightedTermsAddUpAndSftIsTheChosenTokensMeanNll() {
+        // SFT: −Σ chosen log-probs / chosen tokens = 8/6, the same for each of the two pairs
+        Run run = run(new DpoLoss(List.of(new DpoLoss.Term(DpoLoss.Type.SIGMOID, 1),
+                new DpoLoss.Term(DpoLoss.Type.SFT, 0.5)), 0.1, 0, DpoLoss.DISCOPOP_TAU));
+        assertEquals(softplus(-0.1) + softplus(0.2) + 0.5 * 2 * 8.0 / 6, run.loss(), 1e-5);
+    }
+
+    @Test
+    void ipoIsTheSquaredDistanceToHalfInverseBetaOfPerTokenRatios() {
         Run run = run(new DpoLoss(DpoLoss.Type.IPO, 0.1, 0));
-        // (h − 1/(2β))² with 1/(2β) = 5
-        assertEquals(16 + 49, run.loss(), 1e-4);
-        assertEquals(2 * (1 - 5), run.chosenGradient()[0], 1e-4);
+        // (c/|c| − r/|r| − 1/(2β))² with 1/(2β) = 5; ratios 0.5/2 − (−0.5)/1 and −1/4 − 1/5
+        double first = 0.25 + 0.5 - 5;
+        double second = -0.25 - 0.2 - 5;
+        assertEquals(first * first + second * second, run.loss(), 1e-4);
+        assertEquals(2 * first / 2, run.chosenGradient()[0], 1e-4);
+        assertEquals(-4.0, run.metrics().get("logps/chosen"), 1e-7, "logged as sums, as TRL does for IPO too");
         assertThrows(UserError.class, () -> new DpoLoss(DpoLoss.Type.IPO, 0, 0));
     }
 

@@ -74,7 +74,7 @@ class DpoObjectiveTest {
             LlamaTrainable model = new LlamaTrainable(LlamaModel.load(Stories260KReference.modelDir(), manager,
                     LoadOptions.fullFineTune()));
             List<DpoBatch> batches = DpoObjective.precompute(model, null, List.of(DpoBatch.of(PAIRS, 0)),
-                    DpoLoss.Type.SIGMOID, manager);
+                    manager);
             float[] reference = batches.get(0).reference();
             assertEquals(4, reference.length);
             for (float value : reference) {
