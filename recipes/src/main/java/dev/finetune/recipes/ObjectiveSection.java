@@ -30,6 +30,7 @@ final class ObjectiveSection {
         double labelSmoothing = top.number("dpo_label_smoothing", 0.0, 0, 0.5);
         boolean precompute = top.bool("precompute_ref_log_probs", false);
         List<String> lossTypes = top.strings("dpo_loss_type", true);
+        YamlNode lossWeights = top.node("dpo_loss_weights");
         Mapping trlMap = top.mapping("trl");
         KeyReader trl = new KeyReader(trlMap == null ? new Mapping(Map.of(), top.where()) : trlMap, "trl.", problems);
         Double trlBeta = trl.number("beta", null, 0, Double.MAX_VALUE);
@@ -74,25 +75,14 @@ final class ObjectiveSection {
             return null;
         }
         if (rl.equals("dpo")) {
-            DpoLossType lossType = DpoLossType.SIGMOID;
-            if (lossTypes != null && !lossTypes.isEmpty()) {
-                String first = lossTypes.get(0);
-                DpoLossType named = java.util.Arrays.stream(DpoLossType.values())
-                        .filter(t -> t.key().equals(first)).findFirst().orElse(null);
-                lossType = named == null ? DpoLossType.SIGMOID : named;
-                if (lossTypes.size() > 1 || named == null) {
-                    problems.error(top.at("dpo_loss_type"), "dpo_loss_type " + lossTypes + " is unsupported: finetune "
-                            + "trains one loss, sigmoid or ipo", "write dpo_loss_type: [sigmoid] or [ipo]");
-                }
-            }
-            if (lossType == DpoLossType.IPO && beta != null && beta == 0) {
-                problems.error(top.at(rlBeta != null ? "rl_beta" : "trl"), "the ipo loss needs beta > 0 (it targets "
-                        + "a margin of 1/(2 beta))", "use e.g. rl_beta: 0.1");
-            }
-            return new Recipe.Objective.Dpo(beta == null ? 0.1 : beta, labelSmoothing, precompute, lossType);
+            return dpo(top, lossTypes, lossWeights, beta == null ? 0.1 : beta, rlBeta != null, labelSmoothing,
+                    precompute);
         }
         if (lossTypes != null) {
             problems.error(top.at("dpo_loss_type"), "dpo_loss_type only applies to rl: dpo", "remove it");
+        }
+        if (lossWeights != null) {
+            problems.error(top.at("dpo_loss_weights"), "dpo_loss_weights only applies to rl: dpo", "remove it");
         }
         if (useVllm) {
             problems.error(trl.at("use_vllm"), "trl.use_vllm is unsupported: finetune generates GRPO completions in the trainer",
@@ -126,4 +116,67 @@ final class ObjectiveSection {
                 List.copyOf(weights), scaleRewards, useVllm);
     }
 
+    /**
+     * The DPO loss as TRL sums it: {@code dpo_loss_type} names TRL's loss types, {@code dpo_loss_weights} weighs
+     * them (one weight each), and the parameters each type needs are checked as TRL checks them.
+     */
+    private Recipe.Objective.Dpo dpo(KeyReader top, List<String> names, YamlNode weightsNode, double beta,
+            boolean betaFromRlBeta, double labelSmoothing, boolean precompute) {
+        List<DpoLossType> types = new ArrayList<>();
+        for (String name : names == null || names.isEmpty() ? List.of("sigmoid") : names) {
+            DpoLossType type = DpoLossType.of(name);
+            if (type == null) {
+                String close = Suggestions.closest(name, DpoLossType.keys());
+                problems.error(top.at("dpo_loss_type"), "dpo_loss_type '" + name + "' is not a DPO loss TRL defines",
+                        close != null ? "did you mean '" + close + "'?" : "use one of " + DpoLossType.keys());
+            } else {
+                types.add(type);
+            }
+        }
+        List<Double> weights = new ArrayList<>();
+        if (weightsNode instanceof Sequence seq) {
+            for (YamlNode w : seq.items()) {
+                Double v = KeyReader.realNumber(w);
+                if (v == null) {
+                    problems.error(w.where(), "dpo_loss_weights items must be numbers, got " + YamlNode.describe(w),
+                            "write e.g. dpo_loss_weights: [1.0, 0.5]");
+                }
+                weights.add(v == null ? 1.0 : v);
+            }
+            if (names == null || weights.size() != names.size()) {
+                problems.error(weightsNode.where(), "dpo_loss_weights has " + weights.size() + " weights for "
+                        + (names == null ? 1 : names.size()) + " dpo_loss_type entries",
+                        "give one weight per loss type, e.g. dpo_loss_type: [sigmoid, sft] with dpo_loss_weights: [1.0, 0.5]");
+            }
+        } else if (weightsNode != null) {
+            problems.error(weightsNode.where(), "dpo_loss_weights must be a list, got " + YamlNode.describe(weightsNode),
+                    "write e.g. dpo_loss_weights: [1.0, 0.5]");
+        }
+        if (types.isEmpty()) {
+            return null;
+        }
+        if (weights.size() != types.size()) {
+            weights = new ArrayList<>(java.util.Collections.nCopies(types.size(), 1.0));
+        }
+        for (DpoLossType type : types) {
+            if (type.needsPositiveBeta() && beta == 0) {
+                problems.error(top.at(betaFromRlBeta ? "rl_beta" : "trl"), "the " + type.key() + " loss needs beta > 0 "
+                        + "(it divides by beta)", "use e.g. rl_beta: 0.1");
+            }
+            if (type == DpoLossType.ROBUST && !(labelSmoothing < 0.5)) {
+                problems.error(top.at("dpo_label_smoothing"), "the robust loss needs dpo_label_smoothing below 0.5",
+                        "TRL divides by 1 - 2 * dpo_label_smoothing; use e.g. 0.1");
+            }
+            if (type == DpoLossType.EXO_PAIR && labelSmoothing == 0) {
+                problems.error(top.at("dpo_loss_type"), "the exo_pair loss needs dpo_label_smoothing above 0",
+                        "set dpo_label_smoothing: 0.001 (TRL's suggestion)");
+            }
+        }
+        if (labelSmoothing > 0 && types.stream().noneMatch(DpoLossType::usesLabelSmoothing)) {
+            problems.warn(top.at("dpo_label_smoothing"), "dpo_label_smoothing has no effect on " + types.stream()
+                    .map(DpoLossType::key).toList() + " (TRL applies it only to robust, exo_pair, aot, aot_unpaired)",
+                    "remove it, or use dpo_loss_type: [robust] for label-noise-robust DPO");
+        }
+        return new Recipe.Objective.Dpo(beta, labelSmoothing, precompute, types, weights);
+    }
 }

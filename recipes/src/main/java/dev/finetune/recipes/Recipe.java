@@ -192,10 +192,24 @@ public record Recipe(
         /**
          * {@code rl: dpo}; {@code beta} from {@code rl_beta} / {@code trl.beta} (TRL's default 0.1).
          *
-         * @param lossType {@code dpo_loss_type}: sigmoid (DPO, the default) or ipo
+         * @param lossTypes {@code dpo_loss_type}: sigmoid (DPO) by default; several are summed
+         * @param lossWeights {@code dpo_loss_weights}, one per loss type (1 each when not given)
          */
-        record Dpo(double beta, double labelSmoothing, boolean precomputeRefLogProbs, DpoLossType lossType)
-                implements Objective {}
+        record Dpo(double beta, double labelSmoothing, boolean precomputeRefLogProbs, List<DpoLossType> lossTypes,
+                List<Double> lossWeights) implements Objective {
+            public Dpo {
+                lossTypes = List.copyOf(lossTypes);
+                lossWeights = List.copyOf(lossWeights);
+                if (lossTypes.isEmpty() || lossTypes.size() != lossWeights.size()) {
+                    throw new IllegalArgumentException(lossTypes + " with weights " + lossWeights);
+                }
+            }
+
+            /** One loss with weight 1. */
+            public Dpo(double beta, double labelSmoothing, boolean precomputeRefLogProbs, DpoLossType lossType) {
+                this(beta, labelSmoothing, precomputeRefLogProbs, List.of(lossType), List.of(1.0));
+            }
+        }
 
         /**
          * {@code rl: grpo} with its {@code trl:} block.

@@ -72,14 +72,34 @@ class RewardSpecsTest {
     void dpoLossTypeIpoAndTheDeprecatedRlIpo(@TempDir Path dir) throws IOException {
         Recipe.Objective.Dpo ipo = (Recipe.Objective.Dpo) ValidatedRecipe.load(
                 recipe(dir, "dpo", "dpo_loss_type: [ipo]\n"), List.of()).recipe().objective();
-        assertEquals(DpoLossType.IPO, ipo.lossType());
+        assertEquals(java.util.List.of(DpoLossType.IPO), ipo.lossTypes());
         ValidatedRecipe old = ValidatedRecipe.load(recipe(dir, "ipo", ""), List.of());
-        assertEquals(DpoLossType.IPO, ((Recipe.Objective.Dpo) old.recipe().objective()).lossType());
+        assertEquals(java.util.List.of(DpoLossType.IPO), ((Recipe.Objective.Dpo) old.recipe().objective()).lossTypes());
         assertTrue(old.warnings().stream().anyMatch(w -> w.toString().contains("dpo_loss_type: [ipo]")));
-        assertEquals(DpoLossType.SIGMOID, ((Recipe.Objective.Dpo) ValidatedRecipe.load(recipe(dir, "dpo", ""), List.of())
-                .recipe().objective()).lossType());
+        assertEquals(List.of(DpoLossType.SIGMOID), ((Recipe.Objective.Dpo) ValidatedRecipe.load(
+                recipe(dir, "dpo", ""), List.of()).recipe().objective()).lossTypes());
         InvalidRecipe e = assertThrows(InvalidRecipe.class, () -> ValidatedRecipe.load(
-                recipe(dir, "dpo", "dpo_loss_type: [hinge]\n"), List.of()));
-        assertTrue(e.oneLine().contains("sigmoid or ipo"), e.oneLine());
+                recipe(dir, "dpo", "dpo_loss_type: [sigmod]\n"), List.of()));
+        assertTrue(e.oneLine().contains("did you mean 'sigmoid'?"), e.oneLine());
+    }
+
+    @Test
+    void severalDpoLossesWithWeightsAsTrlSumsThem(@TempDir Path dir) throws IOException {
+        Recipe.Objective.Dpo rpo = (Recipe.Objective.Dpo) ValidatedRecipe.load(recipe(dir, "dpo",
+                "dpo_loss_type: [sigmoid, sft]\ndpo_loss_weights: [1.0, 0.5]\n"), List.of()).recipe().objective();
+        assertEquals(List.of(DpoLossType.SIGMOID, DpoLossType.SFT), rpo.lossTypes());
+        assertEquals(List.of(1.0, 0.5), rpo.lossWeights());
+        InvalidRecipe uneven = assertThrows(InvalidRecipe.class, () -> ValidatedRecipe.load(recipe(dir, "dpo",
+                "dpo_loss_type: [sigmoid, sft]\ndpo_loss_weights: [1.0]\n"), List.of()));
+        assertTrue(uneven.oneLine().contains("1 weights for 2"), uneven.oneLine());
+        InvalidRecipe rpoAlpha = assertThrows(InvalidRecipe.class, () -> ValidatedRecipe.load(recipe(dir, "dpo",
+                "rpo_alpha: 0.5\n"), List.of()));
+        assertTrue(rpoAlpha.oneLine().contains("dpo_loss_type: [sigmoid, sft]"), rpoAlpha.oneLine());
+        InvalidRecipe exo = assertThrows(InvalidRecipe.class, () -> ValidatedRecipe.load(recipe(dir, "dpo",
+                "dpo_loss_type: [exo_pair]\n"), List.of()));
+        assertTrue(exo.oneLine().contains("dpo_label_smoothing above 0"), exo.oneLine());
+        ValidatedRecipe smoothed = ValidatedRecipe.load(recipe(dir, "dpo", "dpo_label_smoothing: 0.1\n"), List.of());
+        assertTrue(smoothed.warnings().stream().anyMatch(w -> w.toString().contains("no effect on [sigmoid]")),
+                smoothed.warnings().toString());
     }
 }

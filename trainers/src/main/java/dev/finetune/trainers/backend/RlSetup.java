@@ -62,8 +62,11 @@ public record RlSetup<B extends Batch>(Objective<B> objective, List<B> train, Li
         RlRows.Split<PreferencePair> pairs = RlRows.preferences(recipe.data().datasets(), data, tokenizer);
         List<PreferencePair> evalPairs = recipe.data().testDatasets().isEmpty() ? pairs.eval()
                 : RlRows.preferences(recipe.data().testDatasets(), data.withValSetSize(0), tokenizer).train();
-        DpoLoss.Type type = DpoLoss.Type.parse(dpo.lossType().key());
-        DpoLoss loss = new DpoLoss(type, dpo.beta(), dpo.labelSmoothing());
+        List<DpoLoss.Term> terms = new ArrayList<>();
+        for (int i = 0; i < dpo.lossTypes().size(); i++) {
+            terms.add(new DpoLoss.Term(dpo.lossTypes().get(i), dpo.lossWeights().get(i)));
+        }
+        DpoLoss loss = new DpoLoss(terms, dpo.beta(), dpo.labelSmoothing(), DpoLoss.DISCOPOP_TAU);
         List<DpoBatch> train = chunks(pairs.train(), micro, part -> DpoBatch.of(part, padId));
         List<DpoBatch> eval = chunks(evalPairs, micro, part -> DpoBatch.of(part, padId));
         // Full fine-tuning moves the only copy of the weights, so the reference is taken from them before the
@@ -75,7 +78,8 @@ public record RlSetup<B extends Batch>(Objective<B> objective, List<B> train, Li
         }
         String report = String.format(Locale.ROOT, "dpo: %d pairs for training, %d held out (%d rows read, %d longer "
                 + "than sequence_len, %d invalid skipped); loss %s, beta %s; reference: %s%n", pairs.train().size(),
-                evalPairs.size(), pairs.rows(), pairs.tooLong(), pairs.skipped(), type.name().toLowerCase(Locale.ROOT),
+                evalPairs.size(), pairs.rows(), pairs.tooLong(), pairs.skipped(), terms.stream().map(t -> t.weight() == 1 ? t.type().key()
+                        : t.weight() + "*" + t.type().key()).collect(java.util.stream.Collectors.joining(" + ")),
                 dpo.beta(),
                 precomputed ? "computed once before training" : "the base model (adapter switched off) each step");
         if (!eval.isEmpty()) {

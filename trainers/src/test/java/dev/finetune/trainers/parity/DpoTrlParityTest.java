@@ -1,5 +1,6 @@
 package dev.finetune.trainers.parity;
 
+import dev.finetune.recipes.DpoLossType;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import ai.djl.ndarray.NDManager;
@@ -58,7 +59,7 @@ class DpoTrlParityTest {
         DpoLoss loss() {
             List<DpoLoss.Term> terms = new ArrayList<>();
             for (int i = 0; i < types.size(); i++) {
-                terms.add(new DpoLoss.Term(DpoLoss.Type.parse(types.get(i)), weights == null ? 1 : weights.get(i)));
+                terms.add(new DpoLoss.Term(DpoLossType.of(types.get(i)), weights == null ? 1 : weights.get(i)));
             }
             return new DpoLoss(terms, beta, labelSmoothing, DpoLoss.DISCOPOP_TAU);
         }

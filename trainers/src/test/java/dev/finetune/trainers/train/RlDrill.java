@@ -1,5 +1,6 @@
 package dev.finetune.trainers.train;
 
+import dev.finetune.recipes.DpoLossType;
 import ai.djl.ndarray.NDManager;
 import com.google.gson.JsonObject;
 import dev.finetune.adapters.lora.LoraFactory;
@@ -47,7 +48,7 @@ final class RlDrill {
                     }
                     batches.add(DpoBatch.of(pairs, 0));
                 }
-                DpoObjective dpo = new DpoObjective(new DpoLoss(DpoLoss.Type.SIGMOID, 0.1, 0), model, factory.adapters());
+                DpoObjective dpo = new DpoObjective(new DpoLoss(DpoLossType.SIGMOID, 0.1, 0), model, factory.adapters());
                 return new Trainer<>(model, dpo, batches.subList(0, 4), batches.subList(4, 5), options, manager,
                         listener).run();
             }

@@ -7,11 +7,10 @@ import ai.djl.ndarray.types.DataType;
 import ai.djl.ndarray.types.Shape;
 import ai.djl.pytorch.engine.PtNDArray;
 import ai.djl.pytorch.jni.JniUtils;
+import dev.finetune.recipes.DpoLossType;
 import dev.finetune.recipes.UserError;
-import java.util.Arrays;
 import java.util.LinkedHashMap;
 import java.util.List;
-import java.util.Locale;
 import java.util.Map;
 
 /**
@@ -20,7 +19,7 @@ import java.util.Map;
  *
  * <p>With {@code c = log π(c) − log π_ref(c)}, {@code r} likewise and {@code h = c − r}: {@code sigmoid} is
  * {@code −log σ(βh)}; {@code ipo} is {@code (c/|c| − r/|r| − 1/(2β))²} (lengths in tokens); the others are TRL's
- * formulas, see {@link Type}. Several terms add up with their weights ({@code dpo_loss_weights}), each a mean over
+ * formulas, see {@link DpoLossType}. Several terms add up with their weights ({@code dpo_loss_weights}), each a mean over
  * the pairs. {@code dpo_label_smoothing} only enters the losses TRL uses it in ({@code robust}, {@code exo_pair},
  * {@code aot}, {@code aot_unpaired}); TRL ignores it for {@code sigmoid}, and so do we. The implicit rewards are
  * {@code β·c} and {@code β·r}, and {@code logps/*} are sums, for every loss type.
@@ -33,51 +32,25 @@ public record DpoLoss(List<Term> terms, double beta, double labelSmoothing, doub
     /** TRL's default {@code discopop_tau}. */
     public static final double DISCOPOP_TAU = 0.05;
 
-    /** {@code dpo_loss_type}: TRL's names. */
-    public enum Type {
-        SIGMOID, HINGE, IPO, EXO_PAIR, NCA_PAIR, ROBUST, BCO_PAIR, SPPO_HARD, AOT, AOT_UNPAIRED, APO_ZERO, APO_DOWN,
-        DISCOPOP, SFT, SIGMOID_NORM;
-
-        public String key() {
-            return name().toLowerCase(Locale.ROOT);
-        }
-
-        public static Type parse(String name) {
-            String key = name == null ? "sigmoid" : name.equals("aot_pair") ? "aot_unpaired" : name;
-            for (Type type : values()) {
-                if (type.key().equals(key)) {
-                    return type;
-                }
-            }
-            throw new UserError("dpo_loss_type", "the DPO loss '" + name + "' is not one TRL defines",
-                    "use one of " + Arrays.stream(values()).map(Type::key).toList());
-        }
-
-        /** Losses that read {@code dpo_label_smoothing}; TRL ignores it everywhere else. */
-        public boolean usesLabelSmoothing() {
-            return this == ROBUST || this == EXO_PAIR || this == AOT || this == AOT_UNPAIRED;
-        }
-    }
-
     /** One loss of the sum and its weight ({@code dpo_loss_weights}, 1 when not given). */
-    public record Term(Type type, double weight) {}
+    public record Term(DpoLossType type, double weight) {}
 
     public DpoLoss {
         terms = List.copyOf(terms);
         if (terms.isEmpty()) {
             throw new IllegalArgumentException("a DPO loss needs at least one term");
         }
-        boolean dividesByBeta = terms.stream().anyMatch(t -> t.type() == Type.IPO || t.type() == Type.SPPO_HARD);
+        boolean dividesByBeta = terms.stream().anyMatch(t -> t.type().needsPositiveBeta());
         if (!(beta >= 0) || (dividesByBeta && beta == 0)) {
             throw new UserError("rl_beta", "beta must be " + (dividesByBeta ? "positive for ipo and sppo_hard"
                     : "0 or more") + ", got " + beta, "TRL's default is 0.1");
         }
         for (Term term : terms) {
-            if (term.type() == Type.ROBUST && !(labelSmoothing < 0.5)) {
+            if (term.type() == DpoLossType.ROBUST && !(labelSmoothing < 0.5)) {
                 throw new UserError("dpo_label_smoothing", "the robust loss needs dpo_label_smoothing below 0.5, got "
                         + labelSmoothing, "TRL divides by 1 − 2·ε");
             }
-            if (term.type() == Type.EXO_PAIR && !(labelSmoothing > 0)) {
+            if (term.type() == DpoLossType.EXO_PAIR && !(labelSmoothing > 0)) {
                 throw new UserError("dpo_label_smoothing", "the exo_pair loss needs dpo_label_smoothing above 0",
                         "TRL suggests 1e-3");
             }
@@ -85,7 +58,7 @@ public record DpoLoss(List<Term> terms, double beta, double labelSmoothing, doub
     }
 
     /** One sigmoid (DPO) or other single loss with weight 1 and TRL's default {@code discopop_tau}. */
-    public DpoLoss(Type type, double beta, double labelSmoothing) {
+    public DpoLoss(DpoLossType type, double beta, double labelSmoothing) {
         this(List.of(new Term(type, 1)), beta, labelSmoothing, DISCOPOP_TAU);
     }
 
@@ -119,7 +92,7 @@ public record DpoLoss(List<Term> terms, double beta, double labelSmoothing, doub
     }
 
     /** {@code [P]}: one loss type per pair, as TRL's {@code _compute_loss} writes it. */
-    private NDArray perPair(Type type, NDArray policyChosen, NDArray policyRejected, NDArray referenceChosen,
+    private NDArray perPair(DpoLossType type, NDArray policyChosen, NDArray policyRejected, NDArray referenceChosen,
             NDArray referenceRejected, NDArray c, NDArray r, int[] lengths, Constants k) {
         NDArray h = c.sub(r);
         double eps = labelSmoothing;

@@ -1,5 +1,6 @@
 package dev.finetune.trainers.train.dpo;
 
+import dev.finetune.recipes.DpoLossType;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -55,7 +56,7 @@ class DpoLossTest {
 
     @Test
     void sigmoidLossAndRewardMetricsMatchHandComputedValues() {
-        Run run = run(new DpoLoss(DpoLoss.Type.SIGMOID, 0.1, 0));
+        Run run = run(new DpoLoss(DpoLossType.SIGMOID, 0.1, 0));
         // −log σ(β h) = softplus(−β h), h = 1 and −2
         assertEquals(softplus(-0.1) + softplus(0.2), run.loss(), 1e-6);
         assertEquals(0.1 * (0.5 + -1) / 2, run.metrics().get("rewards/chosen"), 1e-7);
@@ -70,8 +71,8 @@ class DpoLossTest {
 
     @Test
     void labelSmoothingEntersTheRobustLossButNotSigmoidAsInTrl() {
-        assertEquals(softplus(-0.1) + softplus(0.2), run(new DpoLoss(DpoLoss.Type.SIGMOID, 0.1, 0.2)).loss(), 1e-6);
-        Run run = run(new DpoLoss(DpoLoss.Type.ROBUST, 0.1, 0.2));
+        assertEquals(softplus(-0.1) + softplus(0.2), run(new DpoLoss(DpoLossType.SIGMOID, 0.1, 0.2)).loss(), 1e-6);
+        Run run = run(new DpoLoss(DpoLossType.ROBUST, 0.1, 0.2));
         double first = (0.8 * softplus(-0.1) - 0.2 * softplus(0.1)) / 0.6;
         double second = (0.8 * softplus(0.2) - 0.2 * softplus(-0.2)) / 0.6;
         assertEquals(first + second, run.loss(), 1e-6);
@@ -80,34 +81,34 @@ class DpoLossTest {
     @Test
     void weightedTermsAddUpAndSftIsTheChosenTokensMeanNll() {
         // SFT: −Σ chosen log-probs / chosen tokens = 8/6, the same for each of the two pairs
-        Run run = run(new DpoLoss(List.of(new DpoLoss.Term(DpoLoss.Type.SIGMOID, 1),
-                new DpoLoss.Term(DpoLoss.Type.SFT, 0.5)), 0.1, 0, DpoLoss.DISCOPOP_TAU));
+        Run run = run(new DpoLoss(List.of(new DpoLoss.Term(DpoLossType.SIGMOID, 1),
+                new DpoLoss.Term(DpoLossType.SFT, 0.5)), 0.1, 0, DpoLoss.DISCOPOP_TAU));
         assertEquals(softplus(-0.1) + softplus(0.2) + 0.5 * 2 * 8.0 / 6, run.loss(), 1e-5);
     }
 
     @Test
     void ipoIsTheSquaredDistanceToHalfInverseBetaOfPerTokenRatios() {
-        Run run = run(new DpoLoss(DpoLoss.Type.IPO, 0.1, 0));
+        Run run = run(new DpoLoss(DpoLossType.IPO, 0.1, 0));
         // (c/|c| − r/|r| − 1/(2β))² with 1/(2β) = 5; ratios 0.5/2 − (−0.5)/1 and −1/4 − 1/5
         double first = 0.25 + 0.5 - 5;
         double second = -0.25 - 0.2 - 5;
         assertEquals(first * first + second * second, run.loss(), 1e-4);
         assertEquals(2 * first / 2, run.chosenGradient()[0], 1e-4);
         assertEquals(-4.0, run.metrics().get("logps/chosen"), 1e-7, "logged as sums, as TRL does for IPO too");
-        assertThrows(UserError.class, () -> new DpoLoss(DpoLoss.Type.IPO, 0, 0));
+        assertThrows(UserError.class, () -> new DpoLoss(DpoLossType.IPO, 0, 0));
     }
 
     @Test
     void gradientsVanishAsBetaGoesToZero() {
         double previous = Double.MAX_VALUE;
         for (double beta : new double[] {1, 1e-2, 1e-4, 1e-6}) {
-            float[] gradient = run(new DpoLoss(DpoLoss.Type.SIGMOID, beta, 0)).chosenGradient();
+            float[] gradient = run(new DpoLoss(DpoLossType.SIGMOID, beta, 0)).chosenGradient();
             double size = Math.abs(gradient[0]) + Math.abs(gradient[1]);
             assertTrue(size <= 2 * beta, "|β σ(·)| ≤ β per pair; beta " + beta + " gave gradient " + size);
             assertTrue(size < previous);
             previous = size;
         }
-        float[] none = run(new DpoLoss(DpoLoss.Type.SIGMOID, 0, 0)).chosenGradient();
+        float[] none = run(new DpoLoss(DpoLossType.SIGMOID, 0, 0)).chosenGradient();
         assertEquals(0.0, Math.abs(none[0]), "exactly zero at beta 0");
         assertEquals(0.0, Math.abs(none[1]));
     }

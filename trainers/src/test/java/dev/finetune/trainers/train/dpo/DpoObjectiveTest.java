@@ -1,5 +1,6 @@
 package dev.finetune.trainers.train.dpo;
 
+import dev.finetune.recipes.DpoLossType;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -49,7 +50,7 @@ class DpoObjectiveTest {
             LlamaTrainable model = new LlamaTrainable(LlamaModel.load(Stories260KReference.modelDir(), manager,
                     LoadOptions.adapters(factory)));
             DpoBatch batch = DpoBatch.of(PAIRS, 0);
-            DpoObjective objective = new DpoObjective(new DpoLoss(DpoLoss.Type.SIGMOID, 0.1, 0), model,
+            DpoObjective objective = new DpoObjective(new DpoLoss(DpoLossType.SIGMOID, 0.1, 0), model,
                     factory.adapters());
             for (boolean recompute : new boolean[] {false, true}) {
                 Step loss = step(objective, batch, model, manager, recompute);
@@ -80,7 +81,7 @@ class DpoObjectiveTest {
             for (float value : reference) {
                 assertTrue(value < 0 && Float.isFinite(value), "log-probabilities: " + value);
             }
-            DpoObjective objective = new DpoObjective(new DpoLoss(DpoLoss.Type.SIGMOID, 0.1, 0), model, null);
+            DpoObjective objective = new DpoObjective(new DpoLoss(DpoLossType.SIGMOID, 0.1, 0), model, null);
             Step loss = step(objective, batches.get(0), model, manager, false);
             assertEquals(2 * Math.log(2), loss.loss(), 1e-5);
             // the stored values are the sequence log-probs the policy computes at step 0
