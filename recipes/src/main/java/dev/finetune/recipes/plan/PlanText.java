@@ -4,6 +4,7 @@ import dev.finetune.recipes.AdapterSpec;
 import dev.finetune.recipes.model.ModelParameters;
 import java.util.List;
 import java.util.Locale;
+import java.util.stream.Collectors;
 
 /** The plan as an aligned text table: GiB per device with one decimal, one column per phase. */
 public final class PlanText {
@@ -75,9 +76,11 @@ public final class PlanText {
     private static String adapter(TrainingSetup s, ModelParameters p) {
         long trainable = p.trainable(s.adapter());
         if (s.adapter() instanceof AdapterSpec.Lora l) {
-            long targets = p.loraTargets(s.adapter()).size();
-            return (l.quantized() ? "QLoRA" : "LoRA") + " r=" + l.r() + " on " + targets + " projection" + (targets == 1 ? "" : "s")
-                    + " per layer, " + Bytes.count(trainable) + " trainable ("
+            List<ModelParameters.Tensor> targets = p.loraTargets(s.adapter());
+            long perLayer = targets.stream().filter(t -> t.kind() != ModelParameters.Kind.HEAD).count();
+            String names = targets.stream().map(ModelParameters.Tensor::shortName).distinct().collect(Collectors.joining(", "));
+            return (l.quantized() ? "QLoRA" : "LoRA") + " r=" + l.r() + " on " + names + " (" + perLayer + " per layer"
+                    + (perLayer < targets.size() ? " + lm_head" : "") + "), " + Bytes.count(trainable) + " trainable ("
                     + String.format(Locale.ROOT, "%.2f", 100.0 * trainable / p.total()) + " %)";
         }
         return "full fine-tune, " + Bytes.count(trainable) + " trainable";

@@ -1,0 +1,216 @@
+package dev.finetune.recipes.plan;
+
+import dev.finetune.recipes.AdapterSpec;
+import dev.finetune.recipes.model.ModelConfig;
+import dev.finetune.recipes.model.ModelParameters;
+import dev.finetune.recipes.model.ModelParameters.Tensor;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
+
+/**
+ * Wall time of a run from a FLOPs model of one trained token and the device's effective rate.
+ *
+ * <p>Per token of sequence length {@code s}, with {@code N} the parameters that take part in a matmul (decoder
+ * linears, MoE experts counted {@code k/E}, and the output head, also when tied) and {@code A = 2·L·h_q·s} the
+ * attention's QKᵀ and AV (causal: a token attends {@code s/2} keys on average, two matmuls of 2 FLOPs per
+ * multiply-add; eager attention that computes every score and masks them afterwards does {@code 2A}):
+ * <ul>
+ *   <li>forward {@code 2N + A}; a full fine-tune's backward computes input and weight gradients, {@code 4N + 2A}:
+ *       {@code 6N + 3A} in all;
+ *   <li>LoRA's frozen weights need no weight gradient, so the backward is {@code 2N + 2A}: {@code 4N + 3A}, plus the
+ *       adapters' {@code 3·2r(in+out)} per adapted linear;
+ *   <li>gradient checkpointing runs each decoder layer's forward once more;
+ *   <li>DPO and GRPO with a reference add one forward without gradients per token ({@code 2N + A});
+ *   <li>GRPO also generates its completions: prefill and decoding at one forward per token, but a decoding step
+ *       reads every weight once, so it takes at least the weight bytes over the memory bandwidth.
+ * </ul>
+ * NF4 dequantization, data loading, evaluation, checkpoints and (for FSDP) communication are not counted.
+ */
+public final class TimeModel {
+
+    private TimeModel() {}
+
+    /** FLOPs of one trained token, with the arithmetic that produced them. */
+    public record Flops(double perToken, double forward, String formula) {}
+
+    /**
+     * The estimate of a run.
+     *
+     * @param tokensPerStep trained tokens of one optimizer step over all devices
+     * @param secondsPerStep one optimizer step, generation included
+     * @param totalSteps {@code null} when unknown before the data is read
+     * @param costPerGpuHour {@code null} when the recipe gives none
+     */
+    public record Estimate(TrainingSetup setup, ComputeDevice device, Flops flops, long tokensPerStep, double secondsPerStep,
+            double generationSecondsPerStep, Long totalSteps, Double costPerGpuHour) {
+
+        public int devices() {
+            return setup.ranks();
+        }
+
+        /** Trained tokens per second, per device. */
+        public double tokensPerSecondPerDevice() {
+            return tokensPerStep / secondsPerStep / devices();
+        }
+
+        public Double totalTokens() {
+            return totalSteps == null ? null : (double) totalSteps * tokensPerStep;
+        }
+
+        public Double totalSeconds() {
+            return totalSteps == null ? null : totalSteps * secondsPerStep;
+        }
+
+        /** {@code null} without a total or a price. */
+        public Double cost() {
+            Double seconds = totalSeconds();
+            return seconds == null || costPerGpuHour == null ? null : seconds / 3600 * devices() * costPerGpuHour;
+        }
+
+        /** The lines {@code plan} prints. */
+        public String describe() {
+            StringBuilder out = new StringBuilder();
+            out.append("time       ").append(giga(flops.perToken())).append(" GFLOP per trained token = ").append(flops.formula()).append('\n');
+            out.append("           ").append(device.label()).append(" × ").append(percent(device.utilization()))
+                    .append(" utilisation = ").append(tera(device.effectiveFlops())).append(" TFLOPS → ")
+                    .append(count(tokensPerSecondPerDevice())).append(" tokens/s per device × ").append(devices())
+                    .append(devices() == 1 ? " device" : " devices").append('\n');
+            if (generationSecondsPerStep > 0) {
+                out.append("           GRPO generation: ").append(seconds(generationSecondsPerStep)).append(" of each step's ")
+                        .append(seconds(secondsPerStep)).append('\n');
+            }
+            if (totalSteps == null) {
+                out.append("           ").append(seconds(secondsPerStep)).append(" per optimizer step (").append(count(tokensPerStep))
+                        .append(" tokens); total steps unknown until the data is read (set max_steps to fix it)\n");
+            } else {
+                out.append("           ").append(count(totalTokens())).append(" tokens (").append(totalSteps).append(" steps × ")
+                        .append(count(tokensPerStep)).append(") → ").append(duration(totalSeconds())).append(" wall");
+                Double cost = cost();
+                if (cost != null) {
+                    out.append(String.format(Locale.ROOT, "; %s at %s per GPU-hour × %d GPU%s", money(cost), money(costPerGpuHour),
+                            devices(), devices() == 1 ? "" : "s"));
+                }
+                out.append('\n');
+            }
+            return out.toString();
+        }
+    }
+
+    /** FLOPs per trained token of a setup (the class comment states the model). */
+    public static Flops flops(TrainingSetup s) {
+        ModelConfig c = s.model();
+        ModelParameters p = c.parameters();
+        long layers = c.numHiddenLayers();
+        double routedShare = c.numLocalExperts() > 0 ? (double) c.numExpertsPerToken() / c.numLocalExperts() : 1;
+        double layerMatmul = 0;
+        for (Tensor t : p.layer()) {
+            if (t.kind() == ModelParameters.Kind.LINEAR || t.kind() == ModelParameters.Kind.ROUTER) {
+                layerMatmul += t.copies() > 1 ? t.numel() * routedShare : t.numel();
+            }
+        }
+        double decoder = layers * layerMatmul;
+        double head = (double) c.hiddenSize() * c.vocabSize();
+        long hq = (long) c.numAttentionHeads() * c.headDim();
+        double attention = (s.kernels().attention() == Kernels.Attention.SCORES ? 4.0 : 2.0) * layers * hq * s.trainedSequenceLength();
+        double adapters = 0;
+        if (s.adapter() instanceof AdapterSpec.Lora lora) {
+            for (Tensor t : p.loraTargets(s.adapter())) {
+                double perCopy = 2.0 * lora.r() * (t.in() + t.out());
+                double copies = t.copies() > 1 ? t.copies() * routedShare : 1;
+                adapters += (t.kind() == ModelParameters.Kind.HEAD ? 1 : layers) * perCopy * copies;
+            }
+        }
+        double n = decoder + head;
+        double forward = 2 * n + attention + adapters;
+        boolean lora = s.adapter() instanceof AdapterSpec.Lora;
+        List<String> terms = new ArrayList<>();
+        double total;
+        if (lora) {
+            total = 4 * n + 3 * attention + 3 * adapters;
+            terms.add("4 × " + count(n) + " matmul params (forward + input gradients; frozen weights need no weight gradient)");
+        } else {
+            total = 6 * n + 3 * attention;
+            terms.add("6 × " + count(n) + " matmul params");
+        }
+        terms.add("3 × " + giga(attention) + " G attention (2·L·h_q·s" + (s.kernels().attention() == Kernels.Attention.SCORES
+                ? " × 2, every score computed" : "") + ")");
+        if (lora) {
+            terms.add("3 × " + giga(adapters) + " G adapters");
+        }
+        if (s.gradientCheckpointing()) {
+            double recompute = 2 * decoder + attention + (lora ? adapters : 0);
+            total += recompute;
+            terms.add(giga(recompute) + " G recomputed layers (checkpointing)");
+        }
+        boolean reference = s.objective() instanceof Objective.Dpo || (s.objective() instanceof Objective.Grpo g && g.beta() > 0);
+        if (reference) {
+            double ref = 2 * n + attention;
+            total += ref;
+            terms.add(giga(ref) + " G reference forward");
+        }
+        return new Flops(total, forward - adapters, String.join(" + ", terms));
+    }
+
+    /**
+     * @param totalSteps optimizer steps of the run, {@code null} when unknown
+     * @param costPerGpuHour price of one GPU for an hour, {@code null} when not given
+     */
+    public static Estimate estimate(TrainingSetup s, ComputeDevice device, Long totalSteps, Double costPerGpuHour) {
+        Flops flops = flops(s);
+        long perDevice = (long) s.sequencesPerMicroBatch() * s.trainedSequenceLength() * s.gradientAccumulation();
+        double seconds = perDevice * flops.perToken() / device.effectiveFlops();
+        double generation = 0;
+        if (s.objective() instanceof Objective.Grpo g) {
+            long sequences = g.generationBatch() > 0 ? g.generationBatch() : (long) s.microBatch() * s.gradientAccumulation();
+            double compute = sequences * (double) (g.maxPromptLength() + g.maxCompletionLength()) * flops.forward()
+                    / device.effectiveFlops();
+            double weightBytes = (double) s.model().parameters().total() * s.precision().frozenWeight() / (s.sharding().shards() ? s.ranks() : 1);
+            double reads = device.bandwidth() > 0 ? g.maxCompletionLength() * weightBytes / device.bandwidth() : 0;
+            generation = Math.max(compute, reads);
+            seconds += generation;
+        }
+        return new Estimate(s, device, flops, perDevice * s.ranks(), seconds, generation, totalSteps, costPerGpuHour);
+    }
+
+    static String count(double n) {
+        return Bytes.count(Math.round(n));
+    }
+
+    static String giga(double flops) {
+        return String.format(Locale.ROOT, flops >= 1e11 ? "%.1f" : "%.2f", flops / 1e9);
+    }
+
+    static String tera(double flops) {
+        return String.format(Locale.ROOT, flops >= 1e13 ? "%.0f" : "%.3g", flops / 1e12);
+    }
+
+    static String percent(double share) {
+        return String.format(Locale.ROOT, "%.0f %%", 100 * share);
+    }
+
+    static String seconds(double s) {
+        return String.format(Locale.ROOT, s >= 10 ? "%.0f s" : "%.2f s", s);
+    }
+
+    /** 45 s, 12 min, 3 h 20 min, 2 d 4 h. */
+    public static String duration(double seconds) {
+        long s = Math.round(seconds);
+        if (s < 60) {
+            return s + " s";
+        }
+        long m = Math.round(seconds / 60);
+        if (m < 60) {
+            return m + " min";
+        }
+        if (m < 48 * 60) {
+            return m / 60 + " h " + m % 60 + " min";
+        }
+        long h = Math.round(seconds / 3600);
+        return h / 24 + " d " + h % 24 + " h";
+    }
+
+    static String money(double v) {
+        return String.format(Locale.ROOT, v >= 100 ? "$%,.0f" : "$%.2f", v);
+    }
+}
