@@ -3,6 +3,7 @@ package dev.finetune.cli;
 import dev.finetune.recipes.UserError;
 import dev.finetune.recipes.ValidatedRecipe;
 import java.io.IOException;
+import java.io.PrintWriter;
 import java.io.UncheckedIOException;
 import java.net.URISyntaxException;
 import java.nio.file.Files;
@@ -12,8 +13,10 @@ import java.util.List;
 import java.util.concurrent.Callable;
 import java.util.stream.Stream;
 import picocli.CommandLine.Command;
+import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.Parameters;
+import picocli.CommandLine.Spec;
 
 @Command(name = "configs", mixinStandardHelpOptions = true,
         description = "The shipped recipe library: ls | cat NAME | cp NAME FILE [--force].")
@@ -28,16 +31,20 @@ final class ConfigsCommand implements Callable<Integer> {
     @Option(names = "--force", description = "cp: overwrite an existing FILE")
     boolean force;
 
+    @Spec
+    CommandSpec spec;
+
     @Override
     public Integer call() throws IOException {
+        PrintWriter out = spec.commandLine().getOut();
         Path root = library();
         switch (action) {
             case "ls" -> {
                 for (String name : names(root)) {
-                    System.out.printf("%-28s %s%n", name, purpose(root.resolve(name + ".yaml")));
+                    out.printf("%-28s %s%n", name, purpose(root.resolve(name + ".yaml")));
                 }
             }
-            case "cat" -> System.out.print(Files.readString(recipe(root, arg(0, "cat NAME"))));
+            case "cat" -> out.print(Files.readString(recipe(root, arg(0, "cat NAME"))));
             case "cp" -> {
                 Path source = recipe(root, arg(0, "cp NAME FILE"));
                 Path target = Path.of(arg(1, "cp NAME FILE"));
@@ -55,7 +62,7 @@ final class ConfigsCommand implements Callable<Integer> {
                     String flat = ValidatedRecipe.load(source, List.of()).flatten(targetDir);
                     Files.writeString(target, header + flat);
                 }
-                System.out.println("copied " + arg(0, "") + " to " + target);
+                out.println("copied " + arg(0, "") + " to " + target);
             }
             default -> throw new UserError("configs " + action, "unknown action", "use ls, cat NAME or cp NAME FILE");
         }

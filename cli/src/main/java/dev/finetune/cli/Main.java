@@ -11,14 +11,14 @@ import dev.finetune.recipes.plan.RecipeSetup;
 import dev.finetune.trainers.backend.SingleDeviceBackend;
 import java.io.PrintWriter;
 import java.nio.file.Path;
-import java.util.ArrayList;
-import java.util.List;
 import java.util.Locale;
 import java.util.concurrent.Callable;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
+import picocli.CommandLine.Mixin;
+import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Option;
-import picocli.CommandLine.Parameters;
+import picocli.CommandLine.Spec;
 
 /** Entry point; the only place that calls {@link System#exit}. Exit codes: 0 ok, 1 run failed, 2 bad input. */
 @Command(
@@ -35,21 +35,22 @@ public final class Main implements Callable<Integer> {
     public static final int RUN_FAILED = 1;
     public static final int BAD_INPUT = 2;
 
-    @Parameters(index = "0", arity = "0..1", paramLabel = "RECIPE", description = "the recipe YAML file")
-    Path recipe;
+    @Spec
+    CommandSpec spec;
 
-    @Parameters(index = "1..*", arity = "0..*", paramLabel = "KEY=VALUE", description = "overrides, e.g. learning_rate=1e-4 trl.beta=0.1")
-    List<String> overrides = new ArrayList<>();
+    @Mixin
+    RecipeArgs recipeArgs;
 
     @Override
     public Integer call() {
-        if (recipe == null) {
-            CommandLine.usage(this, System.out);
+        PrintWriter out = spec.commandLine().getOut();
+        if (!recipeArgs.given()) {
+            spec.commandLine().usage(out);
             return OK;
         }
-        ValidatedRecipe validated = ValidatedRecipe.load(recipe, overrides);
-        ValidateCommand.printWarnings(validated.warnings());
-        System.out.print(validated.plan().describe());
+        ValidatedRecipe validated = recipeArgs.load();
+        ValidateCommand.printWarnings(spec.commandLine().getErr(), validated.warnings());
+        out.print(validated.plan().describe());
         // A recipe this build cannot run is refused before its memory is even estimated.
         SingleDeviceBackend.requireRunnable(validated.recipe());
         requireFits(validated);
@@ -58,16 +59,18 @@ public final class Main implements Callable<Integer> {
 
     /** Refuses, before anything is loaded or written, a recipe whose memory plan exceeds the device it names. */
     private void requireFits(ValidatedRecipe validated) {
+        PrintWriter out = spec.commandLine().getOut();
+        Path recipe = recipeArgs.recipe();
         MemoryPlan plan = PlanCommand.memoryPlan(validated, recipe, null,
                 RecipeSetup.hardware(validated.recipe().hardware()), null);
         MemoryEstimate estimate = plan.estimate();
         double gib = 1024.0 * 1024.0 * 1024.0;
-        System.out.printf(Locale.ROOT, "memory: peak %.2f GiB per device in %s, capacity %.1f GiB: %s%n",
+        out.printf(Locale.ROOT, "memory: peak %.2f GiB per device in %s, capacity %.1f GiB: %s%n",
                 estimate.peakBytes() / gib, estimate.peakPhase().label(), estimate.capacityBytes() / gib,
                 estimate.fits() ? "fits" : "does not fit");
         if (!estimate.fits()) {
-            System.out.println();
-            System.out.print(PlanText.render(plan));
+            out.println();
+            out.print(PlanText.render(plan));
             String fix = plan.remedies().isEmpty() ? "no change we know of fits this device: use a larger one or a smaller model (the plan above shows the largest terms)"
                     : "for example: " + plan.remedies().get(0).change() + " (the plan above ranks every change that fits)";
             throw new UserError(recipe.toString(), String.format(Locale.ROOT,
@@ -86,7 +89,8 @@ public final class Main implements Callable<Integer> {
 
     /** Trains in this JVM; the backend refuses sharded recipes before doing any work. */
     int dispatchTraining(ValidatedRecipe validated) {
-        SingleDeviceBackend.train(validated, new SingleDeviceBackend.Settings(samplePrompt, allowCommands, System.out));
+        SingleDeviceBackend.train(validated, new SingleDeviceBackend.Settings(samplePrompt, allowCommands,
+                spec.commandLine().getOut()));
         return OK;
     }
 
@@ -113,7 +117,12 @@ public final class Main implements Callable<Integer> {
             e.printStackTrace(commandLine.getErr());
             return RUN_FAILED;
         });
-        return cli.execute(args);
+        try {
+            return cli.execute(args);
+        } finally {
+            cli.getOut().flush();
+            cli.getErr().flush();
+        }
     }
 
     public static void main(String[] args) {

@@ -13,26 +13,27 @@ import dev.finetune.recipes.plan.PlanText;
 import dev.finetune.recipes.plan.PrecisionRegime;
 import dev.finetune.recipes.plan.RecipeSetup;
 import dev.finetune.recipes.plan.TrainingSetup;
+import java.io.PrintWriter;
 import java.nio.file.Path;
-import java.util.ArrayList;
-import java.util.List;
 import java.util.Locale;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.ArgGroup;
 import picocli.CommandLine.Command;
+import picocli.CommandLine.Mixin;
+import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Option;
-import picocli.CommandLine.Parameters;
+import picocli.CommandLine.Spec;
 
 @Command(name = "plan", mixinStandardHelpOptions = true,
         description = {"Batch arithmetic and memory per device, term by term and phase by phase, without loading anything.",
             "Exit 0 when it fits, 2 when it does not (the plan then lists the changes that would make it fit)."})
 final class PlanCommand implements Callable<Integer> {
 
-    @Parameters(index = "0", paramLabel = "RECIPE", description = "the recipe YAML file")
-    Path recipe;
+    @Spec
+    CommandSpec spec;
 
-    @Parameters(index = "1..*", arity = "0..*", paramLabel = "KEY=VALUE", description = "overrides, validated like file keys")
-    List<String> overrides = new ArrayList<>();
+    @Mixin
+    RecipeArgs recipeArgs;
 
     @ArgGroup(exclusive = true)
     Where where;
@@ -69,16 +70,17 @@ final class PlanCommand implements Callable<Integer> {
 
     @Override
     public Integer call() {
-        ValidatedRecipe validated = ValidatedRecipe.load(recipe, overrides);
-        ValidateCommand.printWarnings(validated.warnings());
+        PrintWriter out = spec.commandLine().getOut();
+        ValidatedRecipe validated = recipeArgs.load();
+        ValidateCommand.printWarnings(spec.commandLine().getErr(), validated.warnings());
         BatchPlan batch = validated.plan();
-        MemoryPlan plan = memoryPlan(validated, recipe, modelConfig, hardware(validated.recipe()), regime());
+        MemoryPlan plan = memoryPlan(validated, recipeArgs.recipe(), modelConfig, hardware(validated.recipe()), regime());
         if (json) {
-            System.out.println(PlanJson.render(plan));
+            out.println(PlanJson.render(plan));
         } else {
-            System.out.print(batch.describe());
-            System.out.println();
-            System.out.print(PlanText.render(plan));
+            out.print(batch.describe());
+            out.println();
+            out.print(PlanText.render(plan));
         }
         return plan.estimate().fits() ? Main.OK : Main.BAD_INPUT;
     }

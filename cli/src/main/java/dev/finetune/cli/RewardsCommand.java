@@ -3,7 +3,6 @@ package dev.finetune.cli;
 import dev.finetune.recipes.ValidatedRecipe;
 import dev.finetune.trainers.backend.RewardDryRun;
 import java.io.PrintWriter;
-import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
@@ -11,7 +10,7 @@ import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Option;
-import picocli.CommandLine.Parameters;
+import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Spec;
 
 /** {@code finetune rewards RECIPE --dry-run}: try a GRPO recipe's reward functions before training with them. */
@@ -23,11 +22,8 @@ final class RewardsCommand implements Callable<Integer> {
     @Spec
     CommandSpec spec;
 
-    @Parameters(index = "0", paramLabel = "RECIPE", description = "the recipe YAML file")
-    Path recipe;
-
-    @Parameters(index = "1..*", arity = "0..*", paramLabel = "KEY=VALUE", description = "overrides, as for training")
-    List<String> overrides = new ArrayList<>();
+    @Mixin
+    RecipeArgs recipeArgs;
 
     @Option(names = "--dry-run", description = "score and print; nothing is trained or written (the only mode)")
     boolean dryRun;
@@ -52,8 +48,8 @@ final class RewardsCommand implements Callable<Integer> {
 
     @Override
     public Integer call() {
-        ValidatedRecipe validated = ValidatedRecipe.load(recipe, overrides);
-        ValidateCommand.printWarnings(validated.warnings());
+        ValidatedRecipe validated = recipeArgs.load();
+        ValidateCommand.printWarnings(spec.commandLine().getErr(), validated.warnings());
         PrintWriter out = spec.commandLine().getOut();
         List<RewardDryRun.Row> scored = RewardDryRun.run(validated.recipe(), rows, completions, samples, allowCommands, seed);
         for (RewardDryRun.Row row : scored) {

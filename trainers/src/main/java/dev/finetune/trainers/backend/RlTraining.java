@@ -11,7 +11,7 @@ import dev.finetune.trainers.train.RecipeOptions;
 import dev.finetune.trainers.train.TrainableModel;
 import dev.finetune.trainers.train.Trainer;
 import dev.finetune.trainers.train.TrainingOptions;
-import java.io.PrintStream;
+import java.io.PrintWriter;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
@@ -28,7 +28,7 @@ final class RlTraining {
 
     static SingleDeviceBackend.Result train(ValidatedRecipe validated, SingleDeviceBackend.Settings settings) {
         Recipe recipe = validated.recipe();
-        PrintStream out = settings.out();
+        PrintWriter out = settings.out();
         Path modelDir = SingleDeviceBackend.localModel(recipe.model().baseModel());
         Engine.getInstance();
         try (Tokenizer tokenizer = Tokenizer.load(recipe.model().tokenizerConfig() != null

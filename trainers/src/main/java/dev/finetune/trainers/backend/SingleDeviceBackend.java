@@ -15,7 +15,7 @@ import dev.finetune.trainers.train.Trainer;
 import dev.finetune.trainers.train.TrainingOptions;
 import dev.finetune.trainers.train.sft.SftBatch;
 import dev.finetune.trainers.train.sft.SftObjective;
-import java.io.PrintStream;
+import java.io.PrintWriter;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
@@ -40,7 +40,7 @@ public final class SingleDeviceBackend {
      * @param allowCommands the user passed {@code --allow-commands}: GRPO reward commands named in the recipe may run
      * @param out where the data report, the adapter summary, samples and the result go (the progress is logged)
      */
-    public record Settings(String samplePrompt, boolean allowCommands, PrintStream out) {}
+    public record Settings(String samplePrompt, boolean allowCommands, PrintWriter out) {}
 
     /** What a finished run reports. */
     public record Result(Path outputDir, Trainer.Summary summary, String sampleBefore, String sampleAfter) {}
@@ -61,7 +61,7 @@ public final class SingleDeviceBackend {
 
     public static Result train(ValidatedRecipe validated, Settings settings) {
         Recipe recipe = validated.recipe();
-        PrintStream out = settings.out();
+        PrintWriter out = settings.out();
         requireRunnable(recipe);
         for (String setting : notActedOn(recipe)) {
             LOG.warn("warning: {} (the single-device trainer does not act on it yet)", setting);
