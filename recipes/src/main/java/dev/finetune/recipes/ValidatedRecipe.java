@@ -36,6 +36,8 @@ public record ValidatedRecipe(Recipe recipe, BatchPlan plan, List<Finding> warni
     /**
      * The resolved recipe as plain YAML that Axolotl reads: {@code base:} merged away, overrides applied, local
      * dataset and model paths rewritten relative to {@code targetDir} when they were written in another folder.
+     * Keys are sorted at every level, so the text depends only on the recipe's meaning and can be committed and
+     * diffed.
      */
     public String flatten(Path targetDir) {
         org.yaml.snakeyaml.DumperOptions options = new org.yaml.snakeyaml.DumperOptions();
@@ -48,7 +50,7 @@ public record ValidatedRecipe(Recipe recipe, BatchPlan plan, List<Finding> warni
 
     private static Object plain(YamlNode node, String path, Path targetDir) {
         if (node instanceof Mapping m) {
-            java.util.Map<String, Object> out = new java.util.LinkedHashMap<>();
+            java.util.Map<String, Object> out = new java.util.TreeMap<>();
             for (YamlNode.Entry e : m.entries().values()) {
                 out.put(e.key(), plain(e.value(), path.isEmpty() ? e.key() : path + "." + e.key(), targetDir));
             }
