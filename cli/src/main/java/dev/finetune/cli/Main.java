@@ -95,21 +95,35 @@ public final class Main implements Callable<Integer> {
     }
 
     public static int execute(String... args) {
+        return execute(null, null, args);
+    }
+
+    /**
+     * Runs the command line with its output going to {@code out} and {@code err} (the process's streams when
+     * {@code null}): what {@link #main} does, minus the exit, so a caller can run many commands in one JVM.
+     */
+    public static int execute(PrintWriter out, PrintWriter err, String... args) {
         CommandLine cli = new CommandLine(new Main());
+        if (out != null) {
+            cli.setOut(out);
+        }
+        if (err != null) {
+            cli.setErr(err);
+        }
         cli.setExecutionExceptionHandler((e, commandLine, parseResult) -> {
             if (e instanceof UserError error) {
-                PrintWriter err = commandLine.getErr();
+                PrintWriter errors = commandLine.getErr();
                 if (error instanceof InvalidRecipe invalid) {
                     for (Finding f : invalid.errors()) {
-                        err.println("error: " + f.oneLine());
+                        errors.println("error: " + f.oneLine());
                     }
                     for (Finding f : invalid.warnings()) {
-                        err.println("warning: " + f.oneLine());
+                        errors.println("warning: " + f.oneLine());
                     }
                 } else {
-                    err.println("error: " + error.oneLine());
+                    errors.println("error: " + error.oneLine());
                 }
-                err.flush();
+                errors.flush();
                 return BAD_INPUT;
             }
             // Anything else is our failure, not the user's: say so and keep the trace for the bug report.

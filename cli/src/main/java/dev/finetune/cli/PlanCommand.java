@@ -7,7 +7,6 @@ import dev.finetune.recipes.ValidatedRecipe;
 import dev.finetune.recipes.model.ModelSource;
 import dev.finetune.recipes.plan.Hardware;
 import dev.finetune.recipes.plan.MemoryPlan;
-import dev.finetune.recipes.plan.MemorySize;
 import dev.finetune.recipes.plan.PlanJson;
 import dev.finetune.recipes.plan.PlanText;
 import dev.finetune.recipes.plan.PrecisionRegime;
@@ -40,21 +39,10 @@ final class PlanCommand implements Callable<Integer> {
 
     static final class Where {
         @ArgGroup(exclusive = false)
-        Gpus gpus;
+        GpuOptions gpus;
 
         @Option(names = "--cpu", description = "plan for this machine's CPU and RAM")
         boolean cpu;
-    }
-
-    static final class Gpus {
-        @Option(names = "--gpus", paramLabel = "N", description = "GPUs per node (default: the recipe's, else 1)")
-        Integer perNode;
-
-        @Option(names = "--nodes", paramLabel = "M", description = "nodes (default: the recipe's, else 1)")
-        Integer nodes;
-
-        @Option(names = "--gpu-memory", paramLabel = "SIZE", description = "memory of one GPU, e.g. 80GiB (default: the recipe's)")
-        String memory;
     }
 
     @Option(names = "--model-config", paramLabel = "PATH",
@@ -112,19 +100,7 @@ final class PlanCommand implements Callable<Integer> {
         if (where == null) {
             return RecipeSetup.hardware(r.hardware());
         }
-        if (where.cpu) {
-            return Hardware.thisMachine();
-        }
-        Gpus g = where.gpus;
-        Recipe.Hardware.Gpus written = r.hardware() instanceof Recipe.Hardware.Gpus w ? w : null;
-        int perNode = g.perNode != null ? g.perNode : written != null ? written.perNode() : 1;
-        int nodes = g.nodes != null ? g.nodes : written != null ? written.nodes() : 1;
-        Long memory = g.memory != null ? Long.valueOf(MemorySize.parse(g.memory, "--gpu-memory"))
-                : written != null ? written.gpuMemoryBytes() : null;
-        if (memory == null) {
-            throw new UserError("--gpu-memory", "the plan needs the memory of one GPU", "pass --gpu-memory 80GiB");
-        }
-        return new Hardware.Gpus(perNode, nodes, memory);
+        return where.cpu ? Hardware.thisMachine() : where.gpus.resolve(r);
     }
 
     private PrecisionRegime regime() {

@@ -1,0 +1,64 @@
+package dev.finetune.cli;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.io.ByteArrayInputStream;
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.stream.Stream;
+import javax.xml.parsers.DocumentBuilderFactory;
+import org.junit.jupiter.api.Test;
+import org.w3c.dom.Element;
+import org.w3c.dom.NodeList;
+
+/**
+ * The issue's acceptance check: {@code validate <corpus> --format junit} over every Axolotl example recipe gives,
+ * file by file, the verdict that {@code validate <file>} gives alone, and lists every recipe file of the corpus.
+ */
+class ValidateCorpusTest {
+
+    static Path corpus() {
+        Path corpus = MainProcessTest.repoRoot().resolveSibling("shared").resolve("compat/axolotl");
+        assertTrue(Files.isDirectory(corpus), "the Axolotl corpus is missing: " + corpus);
+        return corpus;
+    }
+
+    @Test
+    void folderVerdictsEqualSingleFileVerdicts() throws Exception {
+        Path corpus = corpus();
+        InProcess.Run whole = InProcess.finetune("validate", corpus.toString(), "--format", "junit");
+        NodeList cases = DocumentBuilderFactory.newInstance().newDocumentBuilder()
+                .parse(new ByteArrayInputStream(whole.out().getBytes(StandardCharsets.UTF_8)))
+                .getElementsByTagName("testcase");
+        Map<String, Boolean> folderVerdicts = new LinkedHashMap<>();
+        for (int i = 0; i < cases.getLength(); i++) {
+            Element c = (Element) cases.item(i);
+            folderVerdicts.put(c.getAttribute("name"), c.getElementsByTagName("failure").getLength() == 0);
+        }
+        List<String> files = yamlFiles(corpus);
+        assertEquals(files, List.copyOf(folderVerdicts.keySet()), "the folder run must list every recipe file, in path order");
+        int invalid = 0;
+        for (String file : files) {
+            InProcess.Run alone = InProcess.finetune("validate", file);
+            assertTrue(alone.exit() == 0 || alone.exit() == 2, file + ": " + alone.err());
+            assertEquals(alone.exit() == 0, folderVerdicts.get(file), file + ": " + alone.err());
+            invalid += alone.exit() == 2 ? 1 : 0;
+        }
+        assertEquals(invalid > 0 ? 2 : 0, whole.exit());
+        System.out.printf("validate corpus: %d recipes, %d invalid; folder and single-file verdicts agree%n", files.size(), invalid);
+    }
+
+    private static List<String> yamlFiles(Path corpus) throws IOException {
+        try (Stream<Path> walk = Files.walk(corpus)) {
+            return walk.filter(Files::isRegularFile)
+                    .filter(p -> p.toString().endsWith(".yaml") || p.toString().endsWith(".yml"))
+                    .sorted().map(Path::toString).toList();
+        }
+    }
+}
