@@ -27,7 +27,7 @@ import picocli.CommandLine.Spec;
         version = "finetune 0.1.0",
         description = "Fine-tune large language models from one YAML recipe.%n"
                 + "With a recipe and no command: validate it, print the batch plan, then train.",
-        subcommands = {ValidateCommand.class, PlanCommand.class, ConfigsCommand.class, GenerateCommand.class,
+        subcommands = {ValidateCommand.class, PlanCommand.class, DiffCommand.class, ConfigsCommand.class, GenerateCommand.class,
                 MergeLoraCommand.class, BenchGenerateCommand.class, BenchTrainCommand.class, RewardsCommand.class})
 public final class Main implements Callable<Integer> {
 
