@@ -10,6 +10,8 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
 import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
 import java.util.concurrent.Callable;
 import java.util.stream.Stream;
 import picocli.CommandLine.Command;
@@ -19,8 +21,13 @@ import picocli.CommandLine.Parameters;
 import picocli.CommandLine.Spec;
 
 @Command(name = "configs", mixinStandardHelpOptions = true,
-        description = "The shipped recipe library: ls | cat NAME | cp NAME FILE [--force].")
+        description = {"A recipe library: ls | cat NAME | cp NAME FILE [--force].",
+            "The shipped one, or a folder of your own (--dir, or the environment variable " + ConfigsCommand.ENV + ");",
+            "each recipe's first comment line is its description."})
 final class ConfigsCommand implements Callable<Integer> {
+
+    /** Names the default library folder, e.g. a team's recipe repository. */
+    static final String ENV = "FINETUNE_CONFIGS";
 
     @Parameters(index = "0", paramLabel = "ACTION", defaultValue = "ls", description = "ls, cat or cp")
     String action;
@@ -31,17 +38,22 @@ final class ConfigsCommand implements Callable<Integer> {
     @Option(names = "--force", description = "cp: overwrite an existing FILE")
     boolean force;
 
+    @Option(names = "--dir", paramLabel = "DIR",
+            description = "the library folder (default: $" + ENV + ", else the shipped configs/)")
+    Path dir;
+
     @Spec
     CommandSpec spec;
 
     @Override
     public Integer call() throws IOException {
         PrintWriter out = spec.commandLine().getOut();
-        Path root = library();
+        Path root = root();
         switch (action) {
             case "ls" -> {
-                for (String name : names(root)) {
-                    out.printf("%-28s %s%n", name, purpose(root.resolve(name + ".yaml")));
+                for (Map.Entry<String, Path> e : recipes(root).entrySet()) {
+                    boolean fragment = RecipeFiles.isFragment(e.getValue());
+                    out.printf("%-28s %s%s%n", e.getKey(), fragment ? "(fragment) " : "", purpose(e.getValue()));
                 }
             }
             case "cat" -> out.print(Files.readString(recipe(root, arg(0, "cat NAME"))));
@@ -52,7 +64,7 @@ final class ConfigsCommand implements Callable<Integer> {
                     throw new UserError(target.toString(), "already exists; not overwritten", "pass --force to overwrite it");
                 }
                 Path targetDir = target.toAbsolutePath().normalize().getParent();
-                if (targetDir.equals(source.getParent())) {
+                if (targetDir.equals(source.getParent()) || RecipeFiles.isFragment(source)) {
                     Files.copy(source, target, StandardCopyOption.REPLACE_EXISTING);
                 } else {
                     // Local data and model paths are relative to the recipe file: written elsewhere, they must be
@@ -76,33 +88,52 @@ final class ConfigsCommand implements Callable<Integer> {
         return args.get(i);
     }
 
-    private static Path recipe(Path root, String name) {
-        String clean = name.endsWith(".yaml") ? name.substring(0, name.length() - 5) : name;
-        Path file = root.resolve(clean + ".yaml").normalize();
-        if (!file.startsWith(root) || !Files.isRegularFile(file)) {
-            throw new UserError("configs " + name, "no such recipe in the library", "'finetune configs ls' lists them");
+    private static Path recipe(Path root, String name) throws IOException {
+        String clean = name.replaceFirst("\\.(yaml|yml)$", "");
+        Path file = recipes(root).get(clean);
+        if (file == null) {
+            throw new UserError("configs " + name, "no such recipe in " + root, "'finetune configs ls' lists them");
         }
         return file;
     }
 
-    static List<String> names(Path root) throws IOException {
+    /** The library's recipes by name (path below the root without the extension), sorted; data and models left out. */
+    static Map<String, Path> recipes(Path root) throws IOException {
+        Map<String, Path> recipes = new TreeMap<>();
         try (Stream<Path> files = Files.walk(root)) {
-            return files.filter(p -> p.toString().endsWith(".yaml"))
-                    .map(p -> root.relativize(p).toString())
-                    .filter(p -> !p.startsWith("models/") && !p.startsWith("data/"))
-                    .map(p -> p.substring(0, p.length() - 5))
-                    .sorted()
-                    .toList();
+            for (Path p : files.filter(Files::isRegularFile).toList()) {
+                String name = root.relativize(p).toString().replace('\\', '/');
+                if ((name.endsWith(".yaml") || name.endsWith(".yml")) && !name.startsWith("models/") && !name.startsWith("data/")
+                        && !name.startsWith(".") && !name.contains("/.")) {
+                    recipes.putIfAbsent(name.replaceFirst("\\.(yaml|yml)$", ""), p);
+                }
+            }
+        }
+        return recipes;
+    }
+
+    /** The first comment line of a recipe (the fragment marker aside): what it is for. */
+    private static String purpose(Path file) {
+        try (Stream<String> lines = Files.lines(file)) {
+            return lines.filter(l -> l.startsWith("#")).filter(l -> !RecipeFiles.isMarker(l))
+                    .findFirst().map(l -> l.replaceFirst("^#\\s*", "")).orElse("");
+        } catch (IOException | UncheckedIOException e) {
+            return "";
         }
     }
 
-    /** The first comment line of a recipe: what it is for. */
-    private static String purpose(Path file) {
-        try (Stream<String> lines = Files.lines(file)) {
-            return lines.filter(l -> l.startsWith("#")).findFirst().map(l -> l.replaceFirst("^#\\s*", "")).orElse("");
-        } catch (IOException e) {
-            throw new UncheckedIOException(e);
+    /** {@code --dir}, else {@code $FINETUNE_CONFIGS}, else the shipped library. */
+    private Path root() {
+        String env = System.getenv(ENV);
+        Path chosen = dir != null ? dir : env != null && !env.isBlank() ? Path.of(env) : null;
+        if (chosen == null) {
+            return library();
         }
+        if (!Files.isDirectory(chosen)) {
+            throw new UserError(chosen.toString(), "recipe library folder not found", dir != null
+                    ? "give an existing folder to --dir" : "point " + ENV + " at an existing folder, or unset it");
+        }
+        return chosen.toAbsolutePath().normalize();
     }
 
     /**
