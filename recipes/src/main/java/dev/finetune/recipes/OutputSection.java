@@ -90,6 +90,7 @@ final class OutputSection {
             }
         }
         return new Recipe.Output(outputDir, resume, loraModelDir, saveStrategy, saveSteps, savesPerEpoch,
-                saveTotalLimit, evalStrategy, evalSteps, evalsPerEpoch, loggingSteps, patience, metric);
+                saveTotalLimit, evalStrategy, evalSteps, evalsPerEpoch, loggingSteps, patience, metric,
+                top.bool("overwrite_output_dir", false));
     }
 }

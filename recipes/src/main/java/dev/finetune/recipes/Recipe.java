@@ -280,6 +280,7 @@ public record Recipe(
     /**
      * @param resume {@code resume_from_checkpoint}, with {@code auto_resume_from_checkpoints} folded in
      * @param saveSteps / evalSteps an integer step count, or a fraction (&lt; 1) of the total steps
+     * @param overwriteOutputDir the user asked to delete an earlier or foreign run's files from output_dir first
      */
     public record Output(
             String outputDir,
@@ -294,5 +295,6 @@ public record Recipe(
             Integer evalsPerEpoch,
             Integer loggingSteps,
             Integer earlyStoppingPatience,
-            String metricForBestModel) {}
+            String metricForBestModel,
+            boolean overwriteOutputDir) {}
 }

@@ -47,19 +47,21 @@ final class RlTraining {
                         + "batches%n", setup.train().size(), Trainer.totalSteps(options, setup.train().size()),
                         setup.eval().size());
                 Path outputDir = options.outputDir();
-                RunFiles.start(outputDir, validated, tokenizer.directory());
-                List<Map<String, Object>> lines = new ArrayList<>();
-                Trainer.Summary summary = run(setup, built.trainable(), options, manager, new Trainer.Listener() {
-                    @Override
-                    public void afterStep(long step, Map<String, Object> metrics) {
-                        lines.add(metrics);
-                    }
-                });
-                built.trainable().setTraining(false);
-                built.save(outputDir, recipe);
-                out.print(outcome(lines));
-                out.printf(Locale.ROOT, "saved %s to %s%n", built.savedWhat(), outputDir);
-                return new SingleDeviceBackend.Result(outputDir, summary, "", "");
+                try (OutputFolder claimed = SingleDeviceBackend.claimOutput(validated, options, setup.train().size())) {
+                    RunFiles.start(outputDir, validated, tokenizer.directory());
+                    List<Map<String, Object>> lines = new ArrayList<>();
+                    Trainer.Summary summary = run(setup, built.trainable(), options, manager, new Trainer.Listener() {
+                        @Override
+                        public void afterStep(long step, Map<String, Object> metrics) {
+                            lines.add(metrics);
+                        }
+                    });
+                    built.trainable().setTraining(false);
+                    built.save(outputDir, recipe);
+                    out.print(outcome(lines));
+                    out.printf(Locale.ROOT, "saved %s to %s%n", built.savedWhat(), outputDir);
+                    return new SingleDeviceBackend.Result(outputDir, summary, "", "");
+                }
             }
         }
     }

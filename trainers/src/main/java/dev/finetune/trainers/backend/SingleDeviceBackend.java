@@ -18,8 +18,14 @@ import dev.finetune.trainers.train.sft.SftObjective;
 import java.io.PrintWriter;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import dev.finetune.recipes.DatasetSpec;
+import dev.finetune.recipes.YamlNode;
+import java.util.LinkedHashMap;
+import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Locale;
+import java.util.Map;
+import java.util.Set;
 import org.apache.logging.log4j.LogManager;
 import org.apache.logging.log4j.Logger;
 
@@ -63,6 +69,9 @@ public final class SingleDeviceBackend {
         Recipe recipe = validated.recipe();
         PrintWriter out = settings.out();
         requireRunnable(recipe);
+        // the quick answer about output_dir, before data and model are loaded; claimOutput checks again under its lock
+        OutputFolder.check(Path.of(recipe.output().outputDir()), inputs(validated), resuming(recipe),
+                recipe.output().overwriteOutputDir());
         for (String setting : notActedOn(recipe)) {
             LOG.warn("warning: {} (the single-device trainer does not act on it yet)", setting);
         }
@@ -101,24 +110,91 @@ public final class SingleDeviceBackend {
             out.println("sample before training: " + quoted(before));
 
             Path outputDir = options.outputDir();
-            RunFiles.start(outputDir, validated, tokenizer.directory());
-            Trainer<SftBatch> trainer = new Trainer<>(built.trainable(), new SftObjective(), train, eval, options,
-                    manager, new Trainer.Listener() {});
-            Trainer.Summary summary = trainer.run();
-            built.trainable().setTraining(false);
-            built.save(outputDir, recipe);
-            String after = sample.text(built.model(), tokenizer);
-            out.println("sample after training:  " + quoted(after));
-            if (!Double.isNaN(summary.firstEvalLoss())) {
-                out.printf(Locale.ROOT, "eval loss: %.4f -> %.4f (%+.1f%%)%n", summary.firstEvalLoss(),
-                        summary.lastEvalLoss(), 100 * (summary.lastEvalLoss() / summary.firstEvalLoss() - 1));
+            try (OutputFolder claimed = claimOutput(validated, options, train.size())) {
+                RunFiles.start(outputDir, validated, tokenizer.directory());
+                Trainer<SftBatch> trainer = new Trainer<>(built.trainable(), new SftObjective(), train, eval, options,
+                        manager, new Trainer.Listener() {});
+                Trainer.Summary summary = trainer.run();
+                built.trainable().setTraining(false);
+                built.save(outputDir, recipe);
+                String after = sample.text(built.model(), tokenizer);
+                out.println("sample after training:  " + quoted(after));
+                if (!Double.isNaN(summary.firstEvalLoss())) {
+                    out.printf(Locale.ROOT, "eval loss: %.4f -> %.4f (%+.1f%%)%n", summary.firstEvalLoss(),
+                            summary.lastEvalLoss(), 100 * (summary.lastEvalLoss() / summary.firstEvalLoss() - 1));
+                }
+                out.printf(Locale.ROOT, "saved %s to %s%n", built.savedWhat(), outputDir);
+                return new Result(outputDir, summary, before, after);
             }
-            out.printf(Locale.ROOT, "saved %s to %s%n", built.savedWhat(), outputDir);
-            return new Result(outputDir, summary, before, after);
         } finally {
             tokenizer.close();
         }
     }
+
+    /**
+     * Takes {@code output_dir} for this run (see {@link OutputFolder}): called after every input check passed and
+     * before the first file is written.
+     */
+    static OutputFolder claimOutput(ValidatedRecipe validated, TrainingOptions options, int microBatchesPerEpoch) {
+        Recipe recipe = validated.recipe();
+        return OutputFolder.claim(new OutputFolder.Claim(options.outputDir(), inputs(validated),
+                Trainer.resumeKeys(options, microBatchesPerEpoch), resuming(recipe),
+                recipe.output().overwriteOutputDir()));
+    }
+
+    static boolean resuming(Recipe recipe) {
+        return !(recipe.output().resume() instanceof dev.finetune.recipes.Resume.Fresh);
+    }
+
+    /** Every local file or folder the run reads, by the key that names it: output_dir may be none of them. */
+    static Map<Path, String> inputs(ValidatedRecipe validated) {
+        Recipe recipe = validated.recipe();
+        Map<Path, String> inputs = new LinkedHashMap<>();
+        for (String recipeFile : recipeFiles(validated.tree(), new LinkedHashSet<>())) {
+            inputs.put(Path.of(recipeFile), "the recipe");
+        }
+        addIfLocal(inputs, recipe.model().baseModel(), "base_model");
+        addIfLocal(inputs, recipe.model().baseModelConfig(), "base_model_config");
+        addIfLocal(inputs, recipe.model().tokenizerConfig(), "tokenizer_config");
+        addIfLocal(inputs, recipe.output().loraModelDir(), "lora_model_dir");
+        for (DatasetSpec dataset : recipe.data().datasets()) {
+            if (dataset.local()) {
+                inputs.put(dataset.path(), "datasets");
+            }
+        }
+        for (DatasetSpec dataset : recipe.data().testDatasets()) {
+            if (dataset.local()) {
+                inputs.put(dataset.path(), "test_datasets");
+            }
+        }
+        return inputs;
+    }
+
+    private static void addIfLocal(Map<Path, String> inputs, String name, String key) {
+        if (name != null && !name.isBlank() && Files.exists(Path.of(name))) {
+            inputs.put(Path.of(name), key);
+        }
+    }
+
+    /** The files the recipe was read from ({@code base:} chains included), from the places its values came from. */
+    private static Set<String> recipeFiles(YamlNode node, Set<String> files) {
+        YamlNode.Where where = node.where();
+        java.util.regex.Matcher label = RECIPE_LABEL.matcher(where.label());
+        if (where.dir() != null && label.matches()) {
+            Path file = where.dir().resolve(Path.of(label.group(1)).getFileName().toString());
+            if (Files.isRegularFile(file)) {
+                files.add(file.toString());
+            }
+        }
+        if (node instanceof YamlNode.Mapping mapping) {
+            mapping.entries().values().forEach(entry -> recipeFiles(entry.value(), files));
+        } else if (node instanceof YamlNode.Sequence sequence) {
+            sequence.items().forEach(item -> recipeFiles(item, files));
+        }
+        return files;
+    }
+
+    private static final java.util.regex.Pattern RECIPE_LABEL = java.util.regex.Pattern.compile("(.+):\\d+:\\d+");
 
     /** Settings the recipe may hold that this trainer accepts but does not carry out, said rather than hidden. */
     static List<String> notActedOn(Recipe recipe) {

@@ -252,7 +252,8 @@ public final class Trainer<B extends Batch> {
         }
     }
 
-    private static Map<String, String> resumeKeys(TrainingOptions options, int microBatchesPerEpoch) {
+    /** The recipe values a checkpoint of this run is valid for: its hash names the owner of output_dir too. */
+    public static Map<String, String> resumeKeys(TrainingOptions options, int microBatchesPerEpoch) {
         Map<String, String> keys = new TreeMap<>(options.resumeInvariants());
         keys.put("micro_batches_per_epoch", Integer.toString(microBatchesPerEpoch));
         return keys;

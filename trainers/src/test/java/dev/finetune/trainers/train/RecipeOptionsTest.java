@@ -31,7 +31,7 @@ class RecipeOptionsTest {
         Recipe.Precision precision = new Recipe.Precision(Recipe.Flag.FALSE, Recipe.Flag.FALSE, Recipe.Flag.FALSE);
         Recipe.Distributed distributed = new Recipe.Distributed(null, 1, 1);
         Recipe.Output output = new Recipe.Output("out", resume == null ? new Resume.Fresh() : resume, null, null, null, savesPerEpoch, 3, null,
-                evalSteps, null, null, null, null);
+                evalSteps, null, null, null, null, false);
         return new Recipe(model, adapter, data, training, batch, precision, new Recipe.Objective.Sft(), distributed,
                 new Recipe.Hardware.Cpu(), Recipe.Backend.SINGLE, output);
     }

@@ -1,0 +1,349 @@
+package dev.finetune.trainers.backend;
+
+import com.google.gson.Gson;
+import com.google.gson.GsonBuilder;
+import com.google.gson.JsonObject;
+import com.google.gson.JsonParseException;
+import com.google.gson.JsonParser;
+import dev.finetune.recipes.UserError;
+import dev.finetune.trainers.train.checkpoint.CheckpointStore;
+import dev.finetune.trainers.train.checkpoint.ResumeKeys;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.nio.ByteBuffer;
+import java.nio.channels.FileChannel;
+import java.nio.channels.FileLock;
+import java.nio.channels.OverlappingFileLockException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.NoSuchFileException;
+import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
+import java.nio.file.StandardOpenOption;
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+import java.util.stream.Stream;
+
+/**
+ * An {@code output_dir} belongs to one run: the run that wrote its {@link #MARKER}, identified by the hash of the
+ * recipe values its checkpoints are valid for (the resume keys). A run may write into a folder only when
+ *
+ * <ul>
+ *   <li>the folder is new or empty, or it is this recipe's own folder and the run resumes it; or the user asked
+ *       for {@code overwrite_output_dir}, and then the old contents are deleted first, so two runs never mix;</li>
+ *   <li>the folder is none of the run's inputs and holds none of them (base model, tokenizer, datasets,
+ *       {@code lora_model_dir}, the recipe files): those are never overwritten, whatever the user asks;</li>
+ *   <li>no other live run holds it: an OS lock on {@link #LOCK}, which the kernel drops when its process dies,
+ *       however it dies, so there is never a stale lock to clean up.</li>
+ * </ul>
+ *
+ * <p>Every refusal happens before anything is written and names the folder, why, and the ways out.
+ */
+public final class OutputFolder implements AutoCloseable {
+    /** The ownership marker: JSON with {@code recipe_hash} (and the resume keys it hashes, to name changes). */
+    public static final String MARKER = "finetune-run.json";
+    /** Held locked for the whole run; its content (the holder's pid) is only for messages. */
+    public static final String LOCK = ".finetune.lock";
+
+    private static final List<String> FINAL_WEIGHTS = List.of("adapter_model.safetensors", "model.safetensors");
+    private static final Gson GSON = new GsonBuilder().setPrettyPrinting().disableHtmlEscaping().create();
+
+    /** What the run may do with the folder. */
+    enum Verdict { FRESH, RESUME, CLEAN }
+
+    private final Path folder;
+    private final FileChannel channel;
+    private final FileLock lock;
+
+    private OutputFolder(Path folder, FileChannel channel, FileLock lock) {
+        this.folder = folder;
+        this.channel = channel;
+        this.lock = lock;
+    }
+
+    /**
+     * The run's request.
+     *
+     * @param inputs every file or folder the run reads, by the recipe key that names it
+     * @param resumeKeys the recipe values the run's checkpoints are valid for; their hash is the folder's owner
+     * @param resuming the recipe resumes ({@code resume_from_checkpoint} or {@code auto_resume_from_checkpoints})
+     * @param overwrite {@code overwrite_output_dir}: delete a foreign or finished folder's contents and start clean
+     */
+    public record Claim(Path folder, Map<Path, String> inputs, Map<String, String> resumeKeys, boolean resuming,
+            boolean overwrite) {
+        public Claim {
+            inputs = new LinkedHashMap<>(inputs);
+            resumeKeys = new TreeMap<>(resumeKeys);
+        }
+
+        String hash() {
+            return ResumeKeys.hash(resumeKeys);
+        }
+    }
+
+    /** Refuses, without writing anything, a folder the run could not claim; for an early answer before slow work. */
+    public static void check(Path folder, Map<Path, String> inputs, boolean resuming, boolean overwrite) {
+        requireNoInput(folder, inputs);
+        requireNotLocked(folder);
+        if (!resuming && !overwrite) {
+            List<String> contents = contents(folder);
+            if (!contents.isEmpty()) {
+                Map<String, String> owner = ownerKeys(folder);
+                if (owner == null) {
+                    throw foreign(folder, contents);
+                }
+                if (holdsResults(folder)) {
+                    throw finishedRun(folder);
+                }
+            }
+        }
+    }
+
+    /**
+     * Takes the folder for this run: checks, creates it, locks it, checks again under the lock (another run may
+     * have claimed it in between), deletes old contents when asked to, and writes the marker.
+     */
+    public static OutputFolder claim(Claim claim) {
+        Path folder = claim.folder();
+        verdict(claim); // refuse before writing anything
+        FileChannel channel = null;
+        try {
+            Files.createDirectories(folder);
+            channel = FileChannel.open(folder.resolve(LOCK), StandardOpenOption.CREATE, StandardOpenOption.READ,
+                    StandardOpenOption.WRITE);
+            FileLock lock = tryLock(channel);
+            if (lock == null) {
+                throw busy(folder);
+            }
+            channel.truncate(0);
+            channel.write(ByteBuffer.wrap((ProcessHandle.current().pid() + "\n").getBytes(StandardCharsets.UTF_8)));
+            Verdict verdict = verdict(claim);
+            if (verdict == Verdict.CLEAN) {
+                deleteContents(folder);
+            }
+            writeMarker(folder, claim);
+            OutputFolder claimed = new OutputFolder(folder, channel, lock);
+            channel = null;
+            return claimed;
+        } catch (IOException e) {
+            throw new UserError(folder.toString(), "cannot use output_dir: " + e.getMessage(),
+                    "check that output_dir is writable and the disk has space");
+        } finally {
+            if (channel != null) {
+                try {
+                    channel.close();
+                } catch (IOException ignored) {
+                    // closing only releases the lock
+                }
+            }
+        }
+    }
+
+    public Path folder() {
+        return folder;
+    }
+
+    /** Releases the lock (the kernel does it anyway when the process ends). */
+    @Override
+    public void close() {
+        try {
+            lock.release();
+            channel.close();
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+    }
+
+    /** What the run may do with the folder, or a refusal; reads only. */
+    static Verdict verdict(Claim claim) {
+        Path folder = claim.folder();
+        requireNoInput(folder, claim.inputs());
+        if (Files.exists(folder) && !Files.isDirectory(folder)) {
+            throw new UserError(folder.toString(), "output_dir is a file, not a folder",
+                    "choose a new folder for output_dir");
+        }
+        List<String> contents = contents(folder);
+        if (contents.isEmpty()) {
+            return Verdict.FRESH;
+        }
+        Map<String, String> owner = ownerKeys(folder);
+        if (claim.resuming()) {
+            if (owner != null && claim.hash().equals(ResumeKeys.hash(owner))) {
+                return Verdict.RESUME;
+            }
+            if (owner != null) {
+                List<String> changes = ResumeKeys.differences(owner, claim.resumeKeys());
+                throw new UserError(folder.toString(), "output_dir belongs to a run of a different recipe: "
+                        + (changes.isEmpty() ? "its recipe hash differs" : String.join("; ", changes)),
+                        "restore these values to resume it, or start this recipe in another output_dir");
+            }
+            // Folders written before the marker existed: a complete checkpoint whose recipe hash is ours (the
+            // trainer refuses any other before this point) shows the folder is this recipe's.
+            if (!new CheckpointStore(folder, 0).complete().isEmpty()) {
+                return Verdict.RESUME;
+            }
+        }
+        if (claim.overwrite()) {
+            return Verdict.CLEAN;
+        }
+        if (owner != null && claim.hash().equals(ResumeKeys.hash(owner)) && !holdsResults(folder)) {
+            return Verdict.CLEAN; // this recipe's earlier attempt stopped before it saved anything worth keeping
+        }
+        throw owner != null ? finishedRun(folder) : foreign(folder, contents);
+    }
+
+    /** A checkpoint or final weights: what a run must not silently replace or mix with its own. */
+    private static boolean holdsResults(Path folder) {
+        return !new CheckpointStore(folder, 0).complete().isEmpty()
+                || FINAL_WEIGHTS.stream().anyMatch(name -> Files.exists(folder.resolve(name)));
+    }
+
+    private static UserError finishedRun(Path folder) {
+        int checkpoints = new CheckpointStore(folder, 0).complete().size();
+        return new UserError(folder.toString(), "output_dir already holds an earlier run ("
+                + (checkpoints == 0 ? "no checkpoints" : checkpoints + (checkpoints == 1 ? " checkpoint" : " checkpoints"))
+                + "), and a new run would mix its files with that one's",
+                "continue it with resume_from_checkpoint=true, start over with overwrite_output_dir=true (deletes "
+                        + "its files), or choose another output_dir");
+    }
+
+    private static UserError foreign(Path folder, List<String> contents) {
+        String shown = String.join(", ", contents.subList(0, Math.min(3, contents.size())))
+                + (contents.size() > 3 ? ", … (" + contents.size() + " entries)" : "");
+        return new UserError(folder.toString(), "output_dir is not empty and was not written by finetune (it holds "
+                + shown + ")", "choose a new or empty folder, or set overwrite_output_dir=true to delete its contents "
+                + "first");
+    }
+
+    private static UserError busy(Path folder) {
+        String holder = "";
+        try {
+            holder = Files.readString(folder.resolve(LOCK), StandardCharsets.UTF_8).strip();
+        } catch (IOException ignored) {
+            // the pid is only for the message
+        }
+        return new UserError(folder.toString(), "another finetune run" + (holder.matches("\\d+") ? " (pid " + holder
+                + ")" : "") + " is writing to this output_dir", "wait for it to finish, or choose another output_dir");
+    }
+
+    /** The folder is none of the inputs and holds none of them. */
+    private static void requireNoInput(Path folder, Map<Path, String> inputs) {
+        Path out = real(folder);
+        for (Map.Entry<Path, String> input : inputs.entrySet()) {
+            Path in = real(input.getKey());
+            if (in.startsWith(out)) {
+                throw new UserError(folder.toString(), (in.equals(out) ? "output_dir is the run's input "
+                        : "output_dir holds the run's input ") + input.getKey() + " (" + input.getValue()
+                        + "), and a run writes and deletes files in its output_dir",
+                        "choose an output_dir that neither is nor contains a model, dataset or recipe the run reads "
+                                + "(inputs are never overwritten, even with overwrite_output_dir)");
+            }
+        }
+    }
+
+    /** The real path of {@code path}'s longest existing ancestor, with the rest appended: links resolved. */
+    static Path real(Path path) {
+        Path absolute = path.toAbsolutePath().normalize();
+        Path existing = absolute;
+        while (existing != null && !Files.exists(existing)) {
+            existing = existing.getParent();
+        }
+        if (existing == null) {
+            return absolute;
+        }
+        try {
+            return existing.toRealPath().resolve(existing.relativize(absolute));
+        } catch (IOException e) {
+            return absolute;
+        }
+    }
+
+    private static void requireNotLocked(Path folder) {
+        Path file = folder.resolve(LOCK);
+        if (!Files.isRegularFile(file)) {
+            return;
+        }
+        try (FileChannel channel = FileChannel.open(file, StandardOpenOption.WRITE)) {
+            FileLock lock = tryLock(channel);
+            if (lock == null) {
+                throw busy(folder);
+            }
+            lock.release();
+        } catch (IOException e) {
+            // unreadable lock file: the claim reports it when it opens the file itself
+        }
+    }
+
+    private static FileLock tryLock(FileChannel channel) throws IOException {
+        try {
+            return channel.tryLock();
+        } catch (OverlappingFileLockException e) {
+            return null; // this JVM already runs into this folder
+        }
+    }
+
+    /** The folder's entries but the lock file, sorted; none when it does not exist. */
+    private static List<String> contents(Path folder) {
+        if (!Files.isDirectory(folder)) {
+            return List.of();
+        }
+        try (Stream<Path> children = Files.list(folder)) {
+            return children.map(p -> p.getFileName().toString()).filter(name -> !name.equals(LOCK)).sorted().toList();
+        } catch (IOException e) {
+            throw new UserError(folder.toString(), "cannot list output_dir: " + e.getMessage(),
+                    "check the folder's permissions");
+        }
+    }
+
+    /** The resume keys of the run that owns the folder, or {@code null} when no readable marker is there. */
+    static Map<String, String> ownerKeys(Path folder) {
+        Path marker = folder.resolve(MARKER);
+        try {
+            JsonObject json = JsonParser.parseString(Files.readString(marker, StandardCharsets.UTF_8)).getAsJsonObject();
+            Map<String, String> keys = new TreeMap<>();
+            json.getAsJsonObject("resume_keys").entrySet().forEach(e -> keys.put(e.getKey(), e.getValue().getAsString()));
+            return keys;
+        } catch (NoSuchFileException e) {
+            return null;
+        } catch (IOException | JsonParseException | IllegalStateException | ClassCastException
+                | UnsupportedOperationException | NullPointerException e) {
+            throw new UserError(marker.toString(), "the ownership marker is unreadable (" + e.getMessage() + ")",
+                    "choose another output_dir, or set overwrite_output_dir=true to start this folder over");
+        }
+    }
+
+    private static void writeMarker(Path folder, Claim claim) throws IOException {
+        Map<String, Object> marker = new LinkedHashMap<>();
+        marker.put("recipe_hash", claim.hash());
+        marker.put("resume_keys", claim.resumeKeys());
+        marker.put("claimed_at", Instant.now().toString());
+        marker.put("pid", ProcessHandle.current().pid());
+        Path temporary = folder.resolve("." + MARKER + ".tmp");
+        Files.writeString(temporary, GSON.toJson(marker) + "\n", StandardCharsets.UTF_8);
+        Files.move(temporary, folder.resolve(MARKER), StandardCopyOption.REPLACE_EXISTING,
+                StandardCopyOption.ATOMIC_MOVE);
+    }
+
+    /** Deletes everything in the folder but the lock; links are removed, never followed. */
+    private static void deleteContents(Path folder) throws IOException {
+        List<Path> children;
+        try (Stream<Path> listing = Files.list(folder)) {
+            children = listing.filter(p -> !p.getFileName().toString().equals(LOCK)).toList();
+        }
+        List<Path> all = new ArrayList<>();
+        for (Path child : children) {
+            try (Stream<Path> walk = Files.walk(child)) {
+                all.addAll(walk.toList());
+            }
+        }
+        all.sort(Comparator.comparingInt(Path::getNameCount).reversed());
+        for (Path path : all) {
+            Files.deleteIfExists(path);
+        }
+    }
+}
