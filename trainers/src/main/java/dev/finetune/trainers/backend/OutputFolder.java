@@ -89,6 +89,7 @@ public final class OutputFolder implements AutoCloseable {
     /** Refuses, without writing anything, a folder the run could not claim; for an early answer before slow work. */
     public static void check(Path folder, Map<Path, String> inputs, boolean resuming, boolean overwrite) {
         requireNoInput(folder, inputs);
+        requireFolder(folder);
         requireNotLocked(folder);
         if (!resuming && !overwrite) {
             List<String> contents = contents(folder);
@@ -163,10 +164,7 @@ public final class OutputFolder implements AutoCloseable {
     static Verdict verdict(Claim claim) {
         Path folder = claim.folder();
         requireNoInput(folder, claim.inputs());
-        if (Files.exists(folder) && !Files.isDirectory(folder)) {
-            throw new UserError(folder.toString(), "output_dir is a file, not a folder",
-                    "choose a new folder for output_dir");
-        }
+        requireFolder(folder);
         List<String> contents = contents(folder);
         if (contents.isEmpty()) {
             return Verdict.FRESH;
@@ -229,6 +227,13 @@ public final class OutputFolder implements AutoCloseable {
         }
         return new UserError(folder.toString(), "another finetune run" + (holder.matches("\\d+") ? " (pid " + holder
                 + ")" : "") + " is writing to this output_dir", "wait for it to finish, or choose another output_dir");
+    }
+
+    private static void requireFolder(Path folder) {
+        if (Files.exists(folder) && !Files.isDirectory(folder)) {
+            throw new UserError(folder.toString(), "output_dir is a file, not a folder",
+                    "choose a new folder for output_dir");
+        }
     }
 
     /** The folder is none of the inputs and holds none of them. */
