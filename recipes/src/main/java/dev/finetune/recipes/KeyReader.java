@@ -353,9 +353,21 @@ final class KeyReader {
         return !((Mapping) n).entries().isEmpty();
     }
 
+    /** Keys of this mapping that today's Axolotl (or finetune) knows: what a misspelt key is compared with. */
+    private List<String> currentSiblings() {
+        List<String> siblings = new ArrayList<>();
+        for (Key k : RecipeKeys.all()) {
+            if (k.name().startsWith(scope) && k.name().indexOf('.', scope.length()) < 0
+                    && k.name().indexOf('[', scope.length()) < 0 && k.status() != Status.UNKNOWN && k.status() != Status.LEGACY) {
+                siblings.add(k.name().substring(scope.length()));
+            }
+        }
+        return siblings;
+    }
+
     /**
-     * Reports every key nobody read: ignored keys warn, unsupported/removed keys fail when enabled, unknown keys
-     * fail with the closest known key of the same mapping.
+     * Reports every key nobody read: ignored keys warn, unsupported/removed keys fail when enabled, legacy keys warn
+     * (or fail when a current key is a typo away), unknown keys fail with the closest known key of the same mapping.
      */
     void finish() {
         List<String> siblings = null;
@@ -381,19 +393,21 @@ final class KeyReader {
                 }
             } else if (status == Status.REMOVED) {
                 if (enabled(e.value())) problems.error(e.keyWhere(), "'" + full + "' is no longer supported by Axolotl either", key.note());
+            } else if (status == Status.LEGACY) {
+                siblings = siblings != null ? siblings : currentSiblings();
+                String typo = Suggestions.typoOf(e.key(), siblings);
+                if (typo != null) {
+                    problems.error(e.keyWhere(), "unknown key '" + full + "' (an old Axolotl key that Axolotl now drops: "
+                            + key.note() + ")", "did you mean '" + typo + "'?");
+                } else {
+                    problems.warn(e.keyWhere(), "'" + full + "' is ignored, as Axolotl does: " + key.note(),
+                            "remove it to silence this warning");
+                }
             } else if (status == Status.UNKNOWN) {
                 problems.error(e.keyWhere(), "unknown key '" + full + "' (Axolotl silently drops it)",
                         key.note().startsWith("remove") ? key.note() : "did you mean '" + key.note() + "'?");
             } else {
-                if (siblings == null) {
-                    siblings = new ArrayList<>();
-                    for (Key k : RecipeKeys.all()) {
-                        if (k.name().startsWith(scope) && k.name().indexOf('.', scope.length()) < 0
-                                && k.name().indexOf('[', scope.length()) < 0 && k.status() != Status.UNKNOWN) {
-                            siblings.add(k.name().substring(scope.length()));
-                        }
-                    }
-                }
+                siblings = siblings != null ? siblings : currentSiblings();
                 String close = Suggestions.closest(e.key(), siblings);
                 problems.error(e.keyWhere(), "unknown key '" + full + "'",
                         close != null ? "did you mean '" + close + "'?"

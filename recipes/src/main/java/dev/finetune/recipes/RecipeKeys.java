@@ -29,6 +29,11 @@ public final class RecipeKeys {
         REMOVED,
         /** An old name: read as {@link Key#target()} with a warning. */
         RENAMED,
+        /**
+         * Defined by an earlier Axolotl, dropped silently by today's: ignored with a warning, as Axolotl does, unless a
+         * current key is a typo's distance away (then it is more likely a misspelling of that key).
+         */
+        LEGACY,
         /** Not an Axolotl key, but common enough in real recipes that we carry a specific suggestion. */
         UNKNOWN
     }

@@ -105,8 +105,8 @@ final class RewardSpecs {
     private RewardSpec byName(String name, YamlNode where, Map<String, YamlNode> params) {
         if (!BUILT_INS.containsKey(name)) {
             if (name.contains(".")) {
-                problems.error(where.where(), "reward function '" + name + "' is a Python function (Axolotl/TRL), which "
-                        + "finetune does not run", "use a built-in (" + String.join(", ", BUILT_INS.keySet())
+                problems.error(where.where(), "reward function '" + name + "' is a Python function (Axolotl/TRL): "
+                        + "unsupported, finetune runs no Python in the recipe's process", "use a built-in (" + String.join(", ", BUILT_INS.keySet())
                         + ") or {command: ...} with a script that reads JSON lines");
             } else {
                 String close = Suggestions.closest(name, BUILT_INS.keySet());

@@ -35,6 +35,25 @@ final class Suggestions {
         return byPrefix;
     }
 
+    /**
+     * The candidate within a typo's distance of {@code word} (the edit-distance rule of {@link #closest}, without its
+     * prefix rule), or {@code null}: what makes a name look like a misspelling rather than a different key.
+     */
+    static String typoOf(String word, Collection<String> candidates) {
+        String lower = word.toLowerCase(java.util.Locale.ROOT);
+        int limit = word.length() <= 4 ? 1 : Math.max(2, word.length() / 3);
+        String best = null;
+        int bestDistance = Integer.MAX_VALUE;
+        for (String c : candidates) {
+            int d = distance(lower, c);
+            if (d < bestDistance) {
+                bestDistance = d;
+                best = c;
+            }
+        }
+        return bestDistance <= limit ? best : null;
+    }
+
     /** Optimal string alignment distance: adjacent transpositions count as one edit, as typos usually are. */
     static int distance(String a, String b) {
         int[][] d = new int[a.length() + 1][b.length() + 1];
