@@ -83,7 +83,8 @@ public record Recipe(
             double adamEpsilon,
             double maxGradNorm,
             boolean gradientCheckpointing,
-            long seed) {}
+            long seed,
+            boolean stopOnNonFinite) {}
 
     /**
      * The three batch keys exactly as written ({@code null} = absent); {@link BatchPlan} derives the rest.

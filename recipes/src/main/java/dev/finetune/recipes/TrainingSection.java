@@ -121,7 +121,7 @@ final class TrainingSection {
         Integer seed = top.integer("seed", 42, 0);
         return new Recipe.Training(sequenceLen, packing, evalPacking, pad, epochs, maxSteps, lr == null ? 0 : lr, scheduler,
                 minLrRatio, warmupSteps, warmupRatio, optimizer, weightDecay, beta1, beta2, eps, maxGradNorm, checkpointing,
-                seed);
+                seed, top.bool("stop_on_nonfinite", true));
     }
 
 }

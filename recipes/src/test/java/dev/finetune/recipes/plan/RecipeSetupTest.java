@@ -27,7 +27,7 @@ class RecipeSetupTest {
                 adapter,
                 new Recipe.Data(List.of(), List.of(), 0, null, false, Recipe.ExcessLength.DROP, false),
                 new Recipe.Training(2048, true, true, true, 1, null, 2e-4, dev.finetune.recipes.LrScheduler.COSINE, 0, null, null, optimizer, 0, 0.9, 0.999,
-                        1e-8, 1.0, checkpointing, 42),
+                        1e-8, 1.0, checkpointing, 42, true),
                 new Recipe.Batch(2, 4, null, null),
                 new Recipe.Precision(bf16, Recipe.Flag.FALSE, Recipe.Flag.AUTO),
                 objective,

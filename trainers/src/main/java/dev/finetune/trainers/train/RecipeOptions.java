@@ -49,6 +49,7 @@ public final class RecipeOptions {
                 .adamEpsilon(training.adamEpsilon())
                 .maxGradNorm(training.maxGradNorm())
                 .gradientCheckpointing(training.gradientCheckpointing())
+                .stopOnNonFinite(training.stopOnNonFinite())
                 .saveTotalLimit(output.saveTotalLimit())
                 .seed(training.seed())
                 .resumeFromCheckpoint(resume(output))

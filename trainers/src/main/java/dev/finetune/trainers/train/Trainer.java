@@ -54,6 +54,19 @@ public final class Trainer<B extends Batch> {
         default void beforeCheckpointPublished(Path temporaryFolder) {}
     }
 
+    /**
+     * A step whose loss or gradient norm is NaN or infinite, stopped before its update: the weights and every
+     * checkpoint stay as they were, so the run can continue from its last checkpoint once the cause is fixed.
+     */
+    public static final class NonFinite extends UserError {
+        NonFinite(long step, double loss, double gradNorm) {
+            super("step " + step, "the loss is " + loss + " and the gradient norm " + gradNorm
+                    + ": training stopped before this update, and the last checkpoint holds the last good state",
+                    "lower learning_rate or set max_grad_norm, check the data, then continue with "
+                            + "resume_from_checkpoint=true (stop_on_nonfinite: false trains on regardless)");
+        }
+    }
+
     /** What a finished run reports: the step reached and the evaluation losses before and after. */
     public record Summary(long steps, double lastLoss, double firstEvalLoss, double lastEvalLoss) {}
 
@@ -109,7 +122,7 @@ public final class Trainer<B extends Batch> {
         MetricsLog metrics;
         Path resumeFrom = resumeFolder(options, checkpoints);
         if (resumeFrom != null) {
-            TrainerState state = restore(resumeFrom, resumeKeys, params, optimizer);
+            TrainerState state = restore(resumeFrom, params, optimizer);
             step = state.globalStep();
             metrics = MetricsLog.resume(outputDir, step);
             LOG.info("resumed from {} at step {}, epoch {}", resumeFrom, step, state.epoch());
@@ -201,6 +214,9 @@ public final class Trainer<B extends Batch> {
         try (NDScope scope = new NDScope()) {
             gradNorm = GradientClipping.globalNorm(params);
         }
+        if (options.stopOnNonFinite() && !(Double.isFinite(loss) && Double.isFinite(gradNorm))) {
+            throw new NonFinite(step + 1, loss, gradNorm);
+        }
         optimizer.step(step + 1, lr, GradientClipping.scale(gradNorm, options.maxGradNorm()));
         NativeHeap.trim();
         double seconds = (System.nanoTime() - started) / 1e9;
@@ -247,8 +263,34 @@ public final class Trainer<B extends Batch> {
     public static void requireResumable(TrainingOptions options, int microBatchesPerEpoch) {
         Path folder = resumeFolder(options, new CheckpointStore(options.outputDir(), options.saveTotalLimit()));
         if (folder != null) {
-            ResumeKeys.requireUnchanged(CheckpointStore.readState(folder), resumeKeys(options, microBatchesPerEpoch),
-                    folder.toString());
+            requireMatches(CheckpointStore.verify(folder), options, microBatchesPerEpoch, folder);
+        }
+    }
+
+    /**
+     * Refuses a checkpoint the recipe and data cannot continue exactly: other resume keys, another seed, another
+     * accumulation, or a step beyond the recipe's last. Every checkpoint of the folder would fail alike, so this
+     * is the user's choice to make (exit 2), not a reason to fall back to an older one.
+     */
+    private static void requireMatches(TrainerState state, TrainingOptions options, int microBatchesPerEpoch,
+            Path folder) {
+        ResumeKeys.requireUnchanged(state, resumeKeys(options, microBatchesPerEpoch), folder.toString());
+        String where = folder.resolve(CheckpointStore.STATE).toString();
+        if (state.seed() != options.seed()) {
+            throw new UserError(where, "the checkpoint continues seed " + state.seed() + "'s data order and dropout, "
+                    + "not seed " + options.seed() + "'s", "resume with seed: " + state.seed()
+                    + ", or start a fresh run in another output_dir");
+        }
+        if (state.microBatchesConsumed() != state.globalStep() * options.gradientAccumulationSteps()) {
+            throw new UserError(where, "the checkpoint took " + state.microBatchesConsumed() + " micro batches in "
+                    + state.globalStep() + " steps, which gradient_accumulation_steps "
+                    + options.gradientAccumulationSteps() + " cannot continue",
+                    "resume with the batch settings the checkpoint was written with");
+        }
+        long total = totalSteps(options, microBatchesPerEpoch);
+        if (state.globalStep() > total) {
+            throw new UserError(where, "the checkpoint is at step " + state.globalStep() + ", beyond this recipe's "
+                    + total + " steps", "raise max_steps or num_epochs, or resume from an earlier checkpoint");
         }
     }
 
@@ -270,17 +312,40 @@ public final class Trainer<B extends Batch> {
                 LOG.info("resume_from_checkpoint: no checkpoint in {} yet, starting from step 0", options.outputDir());
                 return null;
             }
-            return complete.get(complete.size() - 1).folder();
+            return newestIntact(complete, options.outputDir());
         }
         return null;
     }
 
+    /**
+     * The newest checkpoint whose files match their checksums, saying which newer ones were passed over and why:
+     * a disk error or a stray write must cost the steps since the previous checkpoint, never the run.
+     */
+    private static Path newestIntact(List<CheckpointStore.Saved> complete, Path outputDir) {
+        List<String> damaged = new ArrayList<>();
+        for (int i = complete.size() - 1; i >= 0; i--) {
+            Path folder = complete.get(i).folder();
+            try {
+                CheckpointStore.verify(folder);
+                if (!damaged.isEmpty()) {
+                    LOG.warn("warning: resuming from {} instead: {}", folder.getFileName(), String.join("; ", damaged));
+                }
+                return folder;
+            } catch (CheckpointStore.Damaged e) {
+                damaged.add(folder.getFileName() + " is damaged (" + e.getMessage().replaceFirst("^damaged checkpoint: ", "")
+                        + ")");
+            }
+        }
+        throw new UserError(outputDir.toString(), "no intact checkpoint to resume from: " + String.join("; ", damaged),
+                "start over with overwrite_output_dir=true, or restore the checkpoints from a copy");
+    }
+
     /** Loads weights and moments in place and returns the saved state; refuses a changed recipe first. */
-    private TrainerState restore(Path folder, Map<String, String> resumeKeys, List<NamedArray> params,
-            AdamW optimizer) {
-        ResumeKeys.requireUnchanged(CheckpointStore.readState(folder), resumeKeys, folder.toString());
+    private TrainerState restore(Path folder, List<NamedArray> params, AdamW optimizer) {
+        TrainerState state = CheckpointStore.verify(folder);
+        requireMatches(state, options, train.size(), folder);
         try (NDManager loading = manager.newSubManager()) {
-            CheckpointStore.Loaded loaded = CheckpointStore.load(folder, loading);
+            CheckpointStore.Loaded loaded = CheckpointStore.loadVerified(folder, state, loading);
             for (NamedArray param : params) {
                 NDArray saved = loaded.weights().get(param.name());
                 if (saved == null || !saved.getShape().equals(param.array().getShape())) {

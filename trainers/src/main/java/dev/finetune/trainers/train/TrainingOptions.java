@@ -17,6 +17,8 @@ import java.util.TreeMap;
  * @param saveTotalLimit {@code save_total_limit}; 0 or less: keep all
  * @param resumeInvariants the recipe values a checkpoint is only valid for (model, adapter, dataset identity,
  *     {@code sequence_len}, …): a resume with any of them changed is refused
+ * @param stopOnNonFinite {@code stop_on_nonfinite}: a NaN or infinite loss or gradient norm stops the run before
+ *     the update, keeping the last checkpoint good
  */
 public record TrainingOptions(
         int gradientAccumulationSteps,
@@ -39,7 +41,8 @@ public record TrainingOptions(
         Path outputDir,
         Resume resumeFromCheckpoint,
         long seed,
-        Map<String, String> resumeInvariants) {
+        Map<String, String> resumeInvariants,
+        boolean stopOnNonFinite) {
 
     public TrainingOptions {
         if (gradientAccumulationSteps < 1) {
@@ -98,6 +101,7 @@ public record TrainingOptions(
         b.resumeFromCheckpoint = resumeFromCheckpoint;
         b.seed = seed;
         b.resumeInvariants = resumeInvariants;
+        b.stopOnNonFinite = stopOnNonFinite;
         return b;
     }
 
@@ -124,6 +128,7 @@ public record TrainingOptions(
         private Resume resumeFromCheckpoint = new Resume.Fresh();
         private long seed = 42;
         private Map<String, String> resumeInvariants = Map.of();
+        private boolean stopOnNonFinite = true;
 
         private Builder(Path outputDir) {
             this.outputDir = outputDir;
@@ -149,12 +154,13 @@ public record TrainingOptions(
         public Builder resumeFromCheckpoint(Resume v) { resumeFromCheckpoint = v; return this; }
         public Builder seed(long v) { seed = v; return this; }
         public Builder resumeInvariants(Map<String, String> v) { resumeInvariants = v; return this; }
+        public Builder stopOnNonFinite(boolean v) { stopOnNonFinite = v; return this; }
 
         public TrainingOptions build() {
             return new TrainingOptions(gradientAccumulationSteps, numEpochs, maxSteps, learningRate, lrScheduler,
                     cosineMinLrRatio, warmupSteps, warmupRatio, weightDecay, adamBeta1, adamBeta2, adamEpsilon,
                     maxGradNorm, gradientCheckpointing, evalSteps, saveSteps, saveTotalLimit, outputDir,
-                    resumeFromCheckpoint, seed, resumeInvariants);
+                    resumeFromCheckpoint, seed, resumeInvariants, stopOnNonFinite);
         }
     }
 }

@@ -26,7 +26,7 @@ class RecipeOptionsTest {
         AdapterSpec adapter = new AdapterSpec.Lora(loraRank, 16, 0.05, List.of("q_proj", "v_proj"), false, false, null);
         Recipe.Data data = new Recipe.Data(List.of(), List.of(), 0.1, null, false, Recipe.ExcessLength.DROP, false);
         Recipe.Training training = new Recipe.Training(256, true, true, false, 3, null, 2e-4, scheduler, 0.1,
-                warmupSteps, warmupRatio, optimizer, 0.01, 0.9, 0.95, 1e-8, 0.5, true, 17);
+                warmupSteps, warmupRatio, optimizer, 0.01, 0.9, 0.95, 1e-8, 0.5, true, 17, true);
         Recipe.Batch batch = new Recipe.Batch(2, 4, null, null);
         Recipe.Precision precision = new Recipe.Precision(Recipe.Flag.FALSE, Recipe.Flag.FALSE, Recipe.Flag.FALSE);
         Recipe.Distributed distributed = new Recipe.Distributed(null, 1, 1);

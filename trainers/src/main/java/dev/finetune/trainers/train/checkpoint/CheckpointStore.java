@@ -36,6 +36,11 @@ public final class CheckpointStore {
     public static final String WEIGHTS = "trainable.safetensors";
     public static final String OPTIMIZER = "optimizer.safetensors";
     public static final String STATE = "trainer_state.json";
+    /**
+     * SHA-256 of every other file of the checkpoint, in {@code sha256sum} format (so {@code sha256sum -c} checks
+     * it too); written last, verified before a resume trusts a byte.
+     */
+    public static final String CHECKSUMS = "checksums.sha256";
 
     private static final Pattern COMPLETE = Pattern.compile("checkpoint-(\\d+)");
     private static final String TEMPORARY_PREFIX = ".tmp-checkpoint-";
@@ -115,7 +120,8 @@ public final class CheckpointStore {
             TensorFile.write(temporary.resolve(WEIGHTS), weights);
             TensorFile.write(temporary.resolve(OPTIMIZER), optimizer);
             Files.writeString(temporary.resolve(STATE), GSON.toJson(state), StandardCharsets.UTF_8);
-            for (String file : List.of(WEIGHTS, OPTIMIZER, STATE)) {
+            Checksums.write(temporary, CHECKSUMS);
+            for (String file : List.of(WEIGHTS, OPTIMIZER, STATE, CHECKSUMS)) {
                 flush(temporary.resolve(file));
             }
             hook.written(temporary);
@@ -141,22 +147,51 @@ public final class CheckpointStore {
         return folder;
     }
 
+    /** Verifies, then loads a checkpoint. */
     public static Loaded load(Path folder, NDManager manager) {
-        try {
-            TrainerState state = GSON.fromJson(Files.readString(folder.resolve(STATE)), TrainerState.class);
-            return new Loaded(TensorFile.read(folder.resolve(WEIGHTS), manager),
-                    TensorFile.read(folder.resolve(OPTIMIZER), manager), state);
-        } catch (IOException e) {
-            throw new UncheckedIOException("could not read checkpoint " + folder, e);
-        }
+        return loadVerified(folder, verify(folder), manager);
     }
 
-    /** Only the state, without tensors: enough to check the recipe hash before loading anything. */
-    public static TrainerState readState(Path folder) {
+    /** Loads a checkpoint whose {@link #verify} returned {@code state}. */
+    public static Loaded loadVerified(Path folder, TrainerState state, NDManager manager) {
+        return new Loaded(TensorFile.read(folder.resolve(WEIGHTS), manager),
+                TensorFile.read(folder.resolve(OPTIMIZER), manager), state);
+    }
+
+    /**
+     * Checks every file against {@link #CHECKSUMS} and reads the state, whose fields must be self-consistent;
+     * throws {@link Damaged} (saying what is wrong) for anything else. Reads every byte once.
+     */
+    public static TrainerState verify(Path folder) {
+        Checksums.verify(folder, CHECKSUMS, List.of(WEIGHTS, OPTIMIZER, STATE));
+        TrainerState state;
         try {
-            return GSON.fromJson(Files.readString(folder.resolve(STATE)), TrainerState.class);
-        } catch (IOException e) {
-            throw new UncheckedIOException("could not read " + folder.resolve(STATE), e);
+            state = GSON.fromJson(Files.readString(folder.resolve(STATE), StandardCharsets.UTF_8), TrainerState.class);
+        } catch (IOException | RuntimeException e) {
+            throw new Damaged(folder, STATE + " is not readable JSON (" + e.getMessage() + ")");
+        }
+        if (state == null) {
+            throw new Damaged(folder, STATE + " is empty");
+        }
+        String problem = state.problem();
+        if (problem != null) {
+            throw new Damaged(folder, STATE + ": " + problem);
+        }
+        return state;
+    }
+
+    /** A checkpoint folder that must not be resumed from: a checksum, a file or a state field is wrong. */
+    public static final class Damaged extends UserError {
+        private final Path folder;
+
+        public Damaged(Path folder, String reason) {
+            super(folder.toString(), "damaged checkpoint: " + reason,
+                    "resume_from_checkpoint: true resumes from the newest intact checkpoint instead");
+            this.folder = folder;
+        }
+
+        public Path folder() {
+            return folder;
         }
     }
 

@@ -38,6 +38,42 @@ public record TrainerState(
         String resumeKeysHash) {
 
     public TrainerState {
-        resumeKeys = new TreeMap<>(resumeKeys);
+        resumeKeys = resumeKeys == null ? null : new TreeMap<>(resumeKeys);
+    }
+
+    /**
+     * Why these values cannot have been saved by a run, or {@code null}: the file's own fields must agree with
+     * each other before the recipe is compared with them.
+     */
+    String problem() {
+        if (resumeKeys == null || resumeKeysHash == null || lrScheduler == null) {
+            return "resume_keys, resume_keys_hash or lr_scheduler is missing";
+        }
+        if (!ResumeKeys.hash(resumeKeys).equals(resumeKeysHash)) {
+            return "resume_keys_hash is not the hash of resume_keys";
+        }
+        if (globalStep < 0 || microBatchesConsumed < 0 || microBatchesPerEpoch < 1 || totalSteps < 1
+                || warmupSteps < 0) {
+            return "a step or batch count is negative or zero (global_step " + globalStep + ", micro_batches_consumed "
+                    + microBatchesConsumed + ", micro_batches_per_epoch " + microBatchesPerEpoch + ", total_steps "
+                    + totalSteps + ", warmup_steps " + warmupSteps + ")";
+        }
+        if (globalStep > totalSteps) {
+            return "global_step " + globalStep + " is beyond total_steps " + totalSteps;
+        }
+        if (microBatchesConsumed < globalStep || (globalStep > 0 && microBatchesConsumed % globalStep != 0)
+                || (globalStep == 0 && microBatchesConsumed != 0)) {
+            return "micro_batches_consumed " + microBatchesConsumed + " is not a whole number of accumulation windows "
+                    + "of global_step " + globalStep;
+        }
+        double expectedEpoch = (double) microBatchesConsumed / microBatchesPerEpoch;
+        if (!Double.isFinite(epoch) || Math.abs(epoch - expectedEpoch) > 1e-9 * Math.max(1, expectedEpoch)) {
+            return "epoch " + epoch + " disagrees with micro_batches_consumed / micro_batches_per_epoch";
+        }
+        if (!Double.isFinite(learningRate) || learningRate < 0 || !Double.isFinite(lastLearningRate)
+                || lastLearningRate < 0) {
+            return "learning_rate " + learningRate + " or last_learning_rate " + lastLearningRate + " is not a rate";
+        }
+        return null;
     }
 }

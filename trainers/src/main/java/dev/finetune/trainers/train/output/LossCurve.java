@@ -46,7 +46,8 @@ public final class LossCurve {
         List<Double> steps = new ArrayList<>();
         List<Double> values = new ArrayList<>();
         for (JsonObject line : lines) {
-            if (line.has(name) && line.has("step") && Double.isFinite(line.get(name).getAsDouble())) {
+            if (line.has(name) && line.has("step") && !line.get(name).isJsonNull()
+                    && Double.isFinite(line.get(name).getAsDouble())) {
                 steps.add(line.get("step").getAsDouble());
                 values.add(line.get(name).getAsDouble());
             }

@@ -2,6 +2,7 @@ package dev.finetune.trainers.train.output;
 
 import com.google.gson.Gson;
 import com.google.gson.GsonBuilder;
+import com.google.gson.JsonNull;
 import com.google.gson.JsonObject;
 import com.google.gson.JsonParseException;
 import com.google.gson.JsonParser;
@@ -27,7 +28,7 @@ import java.util.Map;
  */
 public final class MetricsLog implements Closeable {
     public static final String FILE = "metrics.jsonl";
-    private static final Gson GSON = new GsonBuilder().serializeSpecialFloatingPointValues().create();
+    private static final Gson GSON = new GsonBuilder().serializeNulls().create();
 
     private final Path file;
     private final BufferedWriter out;
@@ -66,10 +67,16 @@ public final class MetricsLog implements Closeable {
         }
     }
 
-    /** Appends one line and flushes it, so a kill loses at most the line being written. */
+    /**
+     * Appends one line and flushes it, so a kill loses at most the line being written. A NaN or infinite value
+     * is written as {@code null}: JSON has no such numbers, and every line must parse.
+     */
     public void write(Map<String, Object> metrics) {
+        JsonObject line = new JsonObject();
+        metrics.forEach((key, value) -> line.add(key, value instanceof Number n && !Double.isFinite(n.doubleValue())
+                ? JsonNull.INSTANCE : GSON.toJsonTree(value)));
         try {
-            out.write(GSON.toJson(metrics));
+            out.write(GSON.toJson(line));
             out.write('\n');
             out.flush();
         } catch (IOException e) {
