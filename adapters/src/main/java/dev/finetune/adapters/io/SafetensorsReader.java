@@ -145,6 +145,7 @@ public final class SafetensorsReader implements AutoCloseable {
             JsonObject json = JsonParser.parseString(new String(header.array(), StandardCharsets.UTF_8)).getAsJsonObject();
             long dataStart = 8 + headerLength;
             long dataSize = size - dataStart;
+            List<Entry> own = new ArrayList<>();
             for (Map.Entry<String, JsonElement> e : json.entrySet()) {
                 if (e.getKey().equals("__metadata__")) {
                     for (Map.Entry<String, JsonElement> m : e.getValue().getAsJsonObject().entrySet()) {
@@ -158,9 +159,27 @@ public final class SafetensorsReader implements AutoCloseable {
                 if (entries.put(entry.name(), entry) != null) {
                     throw new UserError(where, "tensor '" + entry.name() + "' appears in more than one shard", "save the checkpoint again");
                 }
+                own.add(entry);
             }
-        } catch (IOException | JsonParseException | IllegalStateException | UnsupportedOperationException e) {
+            requireDisjoint(where, own);
+        } catch (IOException | JsonParseException | IllegalStateException | UnsupportedOperationException
+                | ClassCastException | NullPointerException | NumberFormatException | ArithmeticException e) {
             throw new UserError(where, "unreadable safetensors header: " + e.getMessage(), "the file is truncated or in another format");
+        }
+    }
+
+    /** Two tensors whose byte ranges overlap would read each other's bytes: refuse the file rather than guess. */
+    private static void requireDisjoint(String where, List<Entry> entries) {
+        List<Entry> byOffset = new ArrayList<>(entries);
+        byOffset.sort(java.util.Comparator.comparingLong(Entry::offset).thenComparingLong(Entry::length));
+        for (int i = 1; i < byOffset.size(); i++) {
+            Entry previous = byOffset.get(i - 1);
+            Entry next = byOffset.get(i);
+            if (next.offset() < previous.offset() + previous.length()) {
+                throw new UserError(where, "tensors '" + previous.name() + "' and '" + next.name()
+                        + "' share bytes (their data_offsets overlap)", "the file is corrupt or crafted; download or "
+                        + "save it again");
+            }
         }
     }
 
@@ -177,12 +196,16 @@ public final class SafetensorsReader implements AutoCloseable {
         long elements = 1;
         for (int i = 0; i < dims.length; i++) {
             dims[i] = shapeJson.get(i).getAsLong();
+            if (dims[i] < 0) {
+                throw new UserError(where, "tensor '" + name + "' has a negative dimension in its shape " + shapeJson,
+                        "the file is corrupt; download or save it again");
+            }
             elements = Math.multiplyExact(elements, dims[i]);
         }
         var offsets = info.get("data_offsets").getAsJsonArray();
         long begin = offsets.get(0).getAsLong();
         long end = offsets.get(1).getAsLong();
-        if (begin < 0 || end < begin || end > dataSize || end - begin != elements * dtype.bytes()) {
+        if (begin < 0 || end < begin || end > dataSize || end - begin != Math.multiplyExact(elements, dtype.bytes())) {
             throw new UserError(where, "tensor '" + name + "' has data_offsets [" + begin + ", " + end + "] that do not fit its shape "
                     + new Shape(dims) + " and dtype " + dtype + " inside " + dataSize + " data bytes",
                     "the file is truncated or corrupt; download or save it again");
