@@ -38,6 +38,15 @@ public sealed interface RewardSpec {
      * A program that reads JSON lines {@code {prompt, completion, fields}} on stdin and writes one number per line;
      * run through {@code sh -c} in {@code workingDir} (the recipe's folder), once per run. Refused unless the user
      * passes {@code --allow-commands}.
+     *
+     * @param timeoutSeconds how long a batch's answers may take before the program is stopped with its children
      */
-    record Command(String label, String command, Path workingDir) implements RewardSpec {}
+    record Command(String label, String command, Path workingDir, int timeoutSeconds) implements RewardSpec {
+        public static final int DEFAULT_TIMEOUT_SECONDS = 120;
+        public static final int MAX_TIMEOUT_SECONDS = 3600;
+
+        public Command(String label, String command, Path workingDir) {
+            this(label, command, workingDir, DEFAULT_TIMEOUT_SECONDS);
+        }
+    }
 }

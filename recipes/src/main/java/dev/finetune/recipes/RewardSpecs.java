@@ -81,16 +81,28 @@ final class RewardSpecs {
             String label = params.containsKey("label") ? text(params.get("label"), "label")
                     : params.containsKey("name") ? text(params.get("name"), "name") : "command";
             for (String key : params.keySet()) {
-                if (!Set.of("command", "name", "label").contains(key)) {
-                    problems.error(m.entries().get(key).keyWhere(), "a command reward takes command and name, not '"
-                            + key + "'", "remove it; the command reads every row's fields on stdin");
+                if (!Set.of("command", "name", "label", "timeout").contains(key)) {
+                    problems.error(m.entries().get(key).keyWhere(), "a command reward takes command, name and "
+                            + "timeout, not '" + key + "'", "remove it; the command reads every row's fields on stdin");
+                }
+            }
+            int timeout = RewardSpec.Command.DEFAULT_TIMEOUT_SECONDS;
+            if (params.containsKey("timeout")) {
+                YamlNode node = params.get("timeout");
+                Long seconds = node instanceof Scalar s && s.value() instanceof Long l ? l : null;
+                if (seconds == null || seconds < 1 || seconds > RewardSpec.Command.MAX_TIMEOUT_SECONDS) {
+                    problems.error(node.where(), "timeout must be whole seconds from 1 to "
+                            + RewardSpec.Command.MAX_TIMEOUT_SECONDS + ", got " + YamlNode.describe(node),
+                            "write e.g. timeout: 60");
+                } else {
+                    timeout = seconds.intValue();
                 }
             }
             if (command == null || command.isBlank()) {
                 problems.error(m.where(), "the reward command is empty", "write e.g. command: python3 score.py");
                 return null;
             }
-            return new RewardSpec.Command(label, command, m.where().dir() != null ? m.where().dir() : recipeDir);
+            return new RewardSpec.Command(label, command, m.where().dir() != null ? m.where().dir() : recipeDir, timeout);
         }
         YamlNode nameNode = params.remove("name");
         if (nameNode == null) {

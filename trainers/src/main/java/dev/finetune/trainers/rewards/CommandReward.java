@@ -94,6 +94,7 @@ final class CommandReward implements RewardFunction {
 
     @Override
     public double[] score(List<RewardInput> inputs) {
+        requireNoExtraLines(0);
         try {
             for (RewardInput input : inputs) {
                 JsonObject line = new JsonObject();
@@ -117,8 +118,9 @@ final class CommandReward implements RewardFunction {
                 throw failure("was interrupted");
             }
             if (line == null) {
+                killTree();
                 throw failure("gave " + i + " of " + scores.length + " scores and then nothing for "
-                        + timeout.toSeconds() + " s");
+                        + timeout.toSeconds() + " s (stopped it)");
             }
             if (line.isEmpty()) {
                 lines.add(END);
@@ -134,7 +136,35 @@ final class CommandReward implements RewardFunction {
                         + " of " + scores.length + ")");
             }
         }
+        requireNoExtraLines(scores.length);
         return scores;
+    }
+
+    /**
+     * One line per completion is the whole protocol: a line beyond that would shift every later score onto the
+     * wrong completion, so it stops the run. Checked after each batch and again before the next one is sent (a
+     * late extra line is then waiting in the queue).
+     */
+    private void requireNoExtraLines(int expected) {
+        Optional<String> extra = lines.peek();
+        if (extra != null && extra.isPresent()) {
+            killTree();
+            throw failure("printed more lines than completions (" + (expected == 0 ? "a line before any input"
+                    : "after " + expected + " scores for " + expected + " completions") + ": '"
+                    + abbreviate(extra.get()) + "')");
+        }
+    }
+
+    /** Stops the program and everything it started (a shell's children outlive it otherwise). */
+    private void killTree() {
+        List<ProcessHandle> descendants = process.descendants().toList();
+        process.destroyForcibly();
+        descendants.forEach(ProcessHandle::destroyForcibly);
+        try {
+            process.waitFor(2, TimeUnit.SECONDS);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
     }
 
     private String exitCode() {
@@ -176,11 +206,13 @@ final class CommandReward implements RewardFunction {
         }
         try {
             if (!process.waitFor(5, TimeUnit.SECONDS)) {
-                process.destroyForcibly();
+                killTree();
             }
         } catch (InterruptedException e) {
-            process.destroyForcibly();
+            killTree();
             Thread.currentThread().interrupt();
         }
+        // a program that exits on end of input may leave children of its own running
+        process.descendants().forEach(ProcessHandle::destroyForcibly);
     }
 }

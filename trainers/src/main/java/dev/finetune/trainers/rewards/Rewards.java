@@ -13,9 +13,6 @@ import java.util.Map;
  * ({@code trl.reward_weights}, each 1 when not given), as TRL sums them.
  */
 public final class Rewards implements AutoCloseable {
-    /** How long a reward command may take to answer one batch of completions. */
-    public static final Duration COMMAND_TIMEOUT = Duration.ofSeconds(120);
-
     private final List<RewardFunction> functions;
     private final double[] weights;
 
@@ -52,7 +49,7 @@ public final class Rewards implements AutoCloseable {
         List<RewardFunction> functions = new ArrayList<>();
         try {
             for (RewardSpec spec : specs) {
-                functions.add(spec instanceof RewardSpec.Command c ? new CommandReward(c, COMMAND_TIMEOUT)
+                functions.add(spec instanceof RewardSpec.Command c ? new CommandReward(c, Duration.ofSeconds(c.timeoutSeconds()))
                         : BuiltInReward.of(spec));
             }
         } catch (RuntimeException e) {
