@@ -26,6 +26,9 @@ public record ValidatedRecipe(Recipe recipe, BatchPlan plan, List<Finding> warni
         Problems problems = new Problems();
         Recipe recipe = RecipeReader.read(tree, recipeDir, problems);
         Long rows = countRows(recipe, problems);
+        if (rows != null && recipe.objective() instanceof Recipe.Objective.Dpo) {
+            checkPreferencePairs(recipe, problems);
+        }
         BatchPlan plan = BatchPlan.derive(recipe, rows, problems, tree.where());
         if (!problems.errors.isEmpty()) {
             throw new InvalidRecipe(problems.errors, problems.warnings);
@@ -73,6 +76,36 @@ public record ValidatedRecipe(Recipe recipe, BatchPlan plan, List<Finding> warni
             }
         }
         return s.value() instanceof java.math.BigInteger b ? b.toString() : s.value();
+    }
+
+    /** Warns, with counts, about local preference rows that teach nothing (chosen == rejected, blank answers). */
+    private static void checkPreferencePairs(Recipe recipe, Problems problems) {
+        for (DatasetSpec d : recipe.data().datasets()) {
+            if (!d.path().getFileName().toString().toLowerCase(java.util.Locale.ROOT).endsWith(".jsonl")) {
+                continue;
+            }
+            PreferenceChecks checks = new PreferenceChecks();
+            try (BufferedReader r = Files.newBufferedReader(d.path(), StandardCharsets.UTF_8)) {
+                String line;
+                while ((line = r.readLine()) != null) {
+                    if (line.isBlank()) {
+                        continue;
+                    }
+                    var element = com.google.gson.JsonParser.parseString(line);
+                    if (element.isJsonObject()) {
+                        var row = element.getAsJsonObject();
+                        checks.add(row.get(d.fieldChosen() != null ? d.fieldChosen() : "chosen"),
+                                row.get(d.fieldRejected() != null ? d.fieldRejected() : "rejected"));
+                    }
+                }
+            } catch (IOException | RuntimeException e) {
+                continue; // a broken row is the trainer's to report, with its line number
+            }
+            String warning = checks.warning();
+            if (warning != null) {
+                problems.warn(d.where(), warning, PreferenceChecks.HINT);
+            }
+        }
     }
 
     /** Rows of the training data when every dataset is a local JSONL/JSON file: one non-blank line or array item each. */

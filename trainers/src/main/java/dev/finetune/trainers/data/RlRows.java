@@ -4,6 +4,7 @@ import com.google.gson.JsonArray;
 import com.google.gson.JsonElement;
 import com.google.gson.JsonObject;
 import dev.finetune.recipes.DatasetSpec;
+import dev.finetune.recipes.PreferenceChecks;
 import dev.finetune.recipes.Recipe;
 import dev.finetune.recipes.UserError;
 import dev.finetune.trainers.text.ChatTemplate;
@@ -19,6 +20,8 @@ import java.util.Collections;
 import java.util.List;
 import java.util.Random;
 import java.util.stream.IntStream;
+import org.apache.logging.log4j.LogManager;
+import org.apache.logging.log4j.Logger;
 
 /**
  * Preference pairs (DPO) and prompts (GRPO) from the recipe's datasets, with Axolotl's DPO types and TRL's plain
@@ -34,6 +37,8 @@ import java.util.stream.IntStream;
  * neither, the chat template marks the turns.
  */
 public final class RlRows {
+    private static final Logger LOG = LogManager.getLogger(RlRows.class);
+
     private static final List<String> PROMPT_FIELDS = List.of("prompt", "input", "question", "instruction");
 
     private RlRows() {}
@@ -53,9 +58,12 @@ public final class RlRows {
     public static Split<PreferencePair> preferences(List<DatasetSpec> specs, DataOptions options, Tokenizer tokenizer) {
         List<PreferencePair> pairs = new ArrayList<>();
         Counts counts = new Counts();
+        PreferenceChecks checks = new PreferenceChecks();
         for (DatasetSpec spec : specs) {
             forEachRow(spec, options, counts, (row, location) -> {
                 Parsed parsed = parse(spec, row, options, tokenizer, true);
+                checks.add(row.get(spec.fieldChosen() != null ? spec.fieldChosen() : "chosen"),
+                        row.get(spec.fieldRejected() != null ? spec.fieldRejected() : "rejected"));
                 String prompt = promptText(parsed);
                 long[] promptIds = ids(prompt, tokenizer, !parsed.conversational());
                 PreferencePair pair = new PreferencePair(promptIds,
@@ -80,6 +88,10 @@ public final class RlRows {
                     case DROP -> { }
                 }
             });
+        }
+        String warning = checks.warning();
+        if (warning != null) {
+            LOG.warn("warning: {}: {} (hint: {})", specs.get(0).where(), warning, PreferenceChecks.HINT);
         }
         return split(pairs, counts, options, specs);
     }
