@@ -73,11 +73,20 @@ final class YamlTrees {
             if (Files.isDirectory(file)) {
                 throw new UserError(label, "is a directory, not a recipe file", "name the .yaml file inside it");
             }
-            if (Files.size(file) > MAX_FILE_BYTES) {
-                throw new UserError(label, "is " + Files.size(file) + " bytes, far too large for a recipe",
+            if (Files.exists(file) && !Files.isRegularFile(file)) {
+                // a device or a pipe (/dev/zero, /dev/stdin) has no size to check and may never end
+                throw new UserError(label, "is not a regular file (a device or a pipe), so it cannot be a recipe",
+                        "save the recipe to a .yaml file and pass that");
+            }
+            byte[] bytes;
+            try (java.io.InputStream in = Files.newInputStream(file)) {
+                // bounded even if the file grows while it is read
+                bytes = in.readNBytes((int) MAX_FILE_BYTES + 1);
+            }
+            if (bytes.length > MAX_FILE_BYTES) {
+                throw new UserError(label, "is more than " + MAX_FILE_BYTES + " bytes, far too large for a recipe",
                         "a recipe is a short YAML file; check the path");
             }
-            byte[] bytes = Files.readAllBytes(file);
             return StandardCharsets.UTF_8.newDecoder()
                     .onMalformedInput(CodingErrorAction.REPORT)
                     .onUnmappableCharacter(CodingErrorAction.REPORT)
