@@ -30,13 +30,15 @@ class ReliabilitySuiteTest {
     static List<Case> cases() {
         List<Case> all = new ArrayList<>();
         all.addAll(DataLossCases.all());
+        all.addAll(CorruptionCases.all());
         return all;
     }
 
     @Test
     @Timeout(1200)
     void everyCaseExitsCleanlyAndChangesNothingTheUserOwns(@TempDir Path root) throws Exception {
-        List<Case> cases = cases();
+        String only = System.getProperty("reliability.only", "");
+        List<Case> cases = cases().stream().filter(c -> c.name().contains(only)).toList();
         Set<String> names = new HashSet<>();
         for (Case c : cases) {
             assertTrue(names.add(c.name()), "duplicate case name " + c.name());

@@ -109,6 +109,12 @@ final class Runner {
         }
         // A child's children die with it or are reaped by it; any still alive were left behind.
         for (ProcessHandle handle : descendants) {
+            try {
+                // a process killed a moment ago is gone once its parent (or init) has reaped it
+                handle.onExit().get(3, TimeUnit.SECONDS);
+            } catch (java.util.concurrent.TimeoutException | java.util.concurrent.ExecutionException e) {
+                // still running: reported below
+            }
             if (handle.isAlive()) {
                 problems.add("left process " + handle.pid() + " " + handle.info().command().orElse("?") + " running");
                 handle.destroyForcibly();
