@@ -1,6 +1,7 @@
 package dev.finetune.cli;
 
 import dev.finetune.recipes.Finding;
+import dev.finetune.recipes.FinetuneVersion;
 import dev.finetune.recipes.InvalidRecipe;
 import dev.finetune.recipes.UserError;
 import dev.finetune.recipes.ValidatedRecipe;
@@ -24,12 +25,20 @@ import picocli.CommandLine.Spec;
 @Command(
         name = "finetune",
         mixinStandardHelpOptions = true,
-        version = "finetune 0.1.0",
+        versionProvider = Main.Version.class,
         description = "Fine-tune large language models from one YAML recipe.%n"
                 + "With a recipe and no command: validate it, print the batch plan, then train.",
         subcommands = {ValidateCommand.class, PlanCommand.class, DiffCommand.class, ConfigsCommand.class, GenerateCommand.class,
                 MergeLoraCommand.class, BenchGenerateCommand.class, BenchTrainCommand.class, RewardsCommand.class})
 public final class Main implements Callable<Integer> {
+
+    /** {@code --version}: the build's version, from the one place it is written. */
+    static final class Version implements CommandLine.IVersionProvider {
+        @Override
+        public String[] getVersion() {
+            return new String[] {"finetune " + FinetuneVersion.get()};
+        }
+    }
 
     public static final int OK = 0;
     public static final int RUN_FAILED = 1;
