@@ -1,0 +1,190 @@
+package dev.finetune.trainers.backend;
+
+import com.google.gson.JsonArray;
+import com.google.gson.JsonNull;
+import com.google.gson.JsonObject;
+import dev.finetune.recipes.FinetuneVersion;
+import dev.finetune.recipes.UserError;
+import dev.finetune.recipes.ValidatedRecipe;
+import dev.finetune.recipes.YamlNode;
+import java.io.IOException;
+import java.io.InputStream;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.security.MessageDigest;
+import java.security.NoSuchAlgorithmException;
+import java.util.ArrayList;
+import java.util.HexFormat;
+import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.Set;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import java.util.stream.Stream;
+
+/**
+ * Where a run's result came from, so it can be traced to the exact recipe in a repository: the recipe file and its
+ * {@code base:} files byte for byte (SHA-256, and the git blob id that {@code git log --all --find-object=<id>}
+ * finds), the overrides, the SHA-256 of the resolved recipe the run wrote, this build's version, and the base
+ * model's identity (a local folder's content hash, or a hub id with its revision).
+ *
+ * @param recipeFiles the recipe first, then its {@code base:} files in the order they are first used
+ * @param overrides the {@code key=value} overrides that still set a value of the resolved recipe
+ */
+public record Provenance(String finetuneVersion, List<FileId> recipeFiles, List<String> overrides,
+        String resolvedRecipeSha256, ModelIdentity baseModel) {
+
+    private static final Pattern FILE_LINE_COLUMN = Pattern.compile("(.+):\\d+:\\d+");
+    private static final Pattern OVERRIDE = Pattern.compile("override '(.*)'", Pattern.DOTALL);
+
+    /** One file: as the recipe named it, its SHA-256, and its git blob id. */
+    public record FileId(String file, String sha256, String gitBlob) {}
+
+    /** The model trained from. */
+    public sealed interface ModelIdentity {
+        /**
+         * A local folder. {@code sha256} is that of its files' {@code sha256sum} lines ({@code <hash>  <name>}, names
+         * in byte order, top-level regular files only): {@code LC_ALL=C sha256sum * | sha256sum} in the folder.
+         */
+        record Folder(String path, String sha256, int files, long bytes) implements ModelIdentity {}
+
+        /** A hub model; {@code revision} is {@code null} when the recipe does not pin one (the hub's latest then). */
+        record Hub(String id, String revision) implements ModelIdentity {}
+    }
+
+    public Provenance {
+        recipeFiles = List.copyOf(recipeFiles);
+        overrides = List.copyOf(overrides);
+    }
+
+    /**
+     * @param resolvedRecipe the text the run writes as {@code recipe.resolved.yaml}
+     * @param baseModel {@code base_model} as the recipe gives it (after resolving a local path)
+     * @param revision the hub revision the run uses, or {@code null}
+     */
+    public static Provenance of(ValidatedRecipe recipe, String resolvedRecipe, String baseModel, String revision) {
+        Set<Path> files = new LinkedHashSet<>();
+        Set<String> overrides = new LinkedHashSet<>();
+        collect(recipe.tree(), files, overrides);
+        List<FileId> ids = new ArrayList<>();
+        for (Path file : files) {
+            ids.add(fileId(file));
+        }
+        Path local = Path.of(baseModel);
+        ModelIdentity model = Files.isDirectory(local) ? folder(local) : new ModelIdentity.Hub(baseModel, revision);
+        return new Provenance(FinetuneVersion.get(), ids, List.copyOf(overrides),
+                hex(sha256().digest(resolvedRecipe.getBytes(StandardCharsets.UTF_8))), model);
+    }
+
+    /** The form written into the output folder's marker. */
+    public JsonObject toJson() {
+        JsonObject o = new JsonObject();
+        o.addProperty("finetune_version", finetuneVersion);
+        JsonArray files = new JsonArray();
+        for (FileId f : recipeFiles) {
+            JsonObject file = new JsonObject();
+            file.addProperty("file", f.file());
+            file.addProperty("sha256", f.sha256());
+            file.addProperty("git_blob", f.gitBlob());
+            files.add(file);
+        }
+        o.add("recipe_files", files);
+        JsonArray given = new JsonArray();
+        overrides.forEach(given::add);
+        o.add("overrides", given);
+        o.addProperty("resolved_recipe_sha256", resolvedRecipeSha256);
+        JsonObject model = new JsonObject();
+        if (baseModel instanceof ModelIdentity.Folder f) {
+            model.addProperty("path", f.path());
+            model.addProperty("sha256", f.sha256());
+            model.addProperty("files", f.files());
+            model.addProperty("bytes", f.bytes());
+        } else if (baseModel instanceof ModelIdentity.Hub h) {
+            model.addProperty("hub_id", h.id());
+            model.add("revision", h.revision() == null ? JsonNull.INSTANCE : new com.google.gson.JsonPrimitive(h.revision()));
+        }
+        o.add("base_model", model);
+        return o;
+    }
+
+    /** Files of every place in the tree (the recipe's own first: its root), and the overrides that set values. */
+    private static void collect(YamlNode node, Set<Path> files, Set<String> overrides) {
+        YamlNode.Where where = node.where();
+        Matcher file = FILE_LINE_COLUMN.matcher(where.label());
+        Matcher override = OVERRIDE.matcher(where.label());
+        if (file.matches() && where.dir() != null) {
+            files.add(where.dir().resolve(Path.of(file.group(1)).getFileName()).normalize());
+        } else if (override.matches()) {
+            overrides.add(override.group(1));
+        }
+        if (node instanceof YamlNode.Mapping m) {
+            for (YamlNode.Entry e : m.entries().values()) {
+                collect(e.value(), files, overrides);
+            }
+        } else if (node instanceof YamlNode.Sequence s) {
+            for (YamlNode item : s.items()) {
+                collect(item, files, overrides);
+            }
+        }
+    }
+
+    static FileId fileId(Path file) {
+        try {
+            byte[] bytes = Files.readAllBytes(file);
+            MessageDigest blob = MessageDigest.getInstance("SHA-1");
+            blob.update(("blob " + bytes.length + "\0").getBytes(StandardCharsets.US_ASCII));
+            return new FileId(file.toString(), hex(sha256().digest(bytes)), hex(blob.digest(bytes)));
+        } catch (IOException e) {
+            throw new UserError(file.toString(), "cannot read the recipe file again to record it: " + e.getMessage(),
+                    "check it was not moved or deleted while the run started");
+        } catch (NoSuchAlgorithmException e) {
+            throw new IllegalStateException(e);
+        }
+    }
+
+    /** Reads every byte of the model's files: seconds per GB, once per run, against hours of training. */
+    static ModelIdentity.Folder folder(Path dir) {
+        List<Path> files;
+        try (Stream<Path> listing = Files.list(dir)) {
+            files = listing.filter(Files::isRegularFile)
+                    .sorted((a, b) -> compareBytes(a.getFileName().toString(), b.getFileName().toString())).toList();
+        } catch (IOException e) {
+            throw new UserError(dir.toString(), "cannot list the model folder: " + e.getMessage(), "check its permissions");
+        }
+        StringBuilder lines = new StringBuilder();
+        long bytes = 0;
+        byte[] buffer = new byte[1 << 16];
+        for (Path file : files) {
+            MessageDigest digest = sha256();
+            try (InputStream in = Files.newInputStream(file)) {
+                int n;
+                while ((n = in.read(buffer)) > 0) {
+                    digest.update(buffer, 0, n);
+                    bytes += n;
+                }
+            } catch (IOException e) {
+                throw new UserError(file.toString(), "cannot read the model file: " + e.getMessage(), "check its permissions");
+            }
+            lines.append(hex(digest.digest())).append("  ").append(file.getFileName()).append('\n');
+        }
+        String sha = hex(sha256().digest(lines.toString().getBytes(StandardCharsets.UTF_8)));
+        return new ModelIdentity.Folder(dir.toAbsolutePath().normalize().toString(), sha, files.size(), bytes);
+    }
+
+    private static int compareBytes(String a, String b) {
+        return java.util.Arrays.compareUnsigned(a.getBytes(StandardCharsets.UTF_8), b.getBytes(StandardCharsets.UTF_8));
+    }
+
+    private static MessageDigest sha256() {
+        try {
+            return MessageDigest.getInstance("SHA-256");
+        } catch (NoSuchAlgorithmException e) {
+            throw new IllegalStateException(e);
+        }
+    }
+
+    private static String hex(byte[] bytes) {
+        return HexFormat.of().formatHex(bytes);
+    }
+}
