@@ -22,8 +22,8 @@ import picocli.CommandLine.Spec;
 
 @Command(name = "configs", mixinStandardHelpOptions = true,
         description = {"A recipe library: ls | cat NAME | cp NAME FILE [--force].",
-            "The shipped one, or a folder of your own (--dir, or the environment variable " + ConfigsCommand.ENV + ");",
-            "each recipe's first comment line is its description."})
+            "The shipped one, or a folder of your own (--dir, or the environment variable " + ConfigsCommand.ENV
+                    + "); each recipe's first comment line is its description."})
 final class ConfigsCommand implements Callable<Integer> {
 
     /** Names the default library folder, e.g. a team's recipe repository. */

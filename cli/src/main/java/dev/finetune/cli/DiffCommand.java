@@ -19,9 +19,10 @@ import picocli.CommandLine.Spec;
 
 /** {@code finetune diff A B [KEY=VALUE…]}: what changes in meaning between two recipes, not in text. */
 @Command(name = "diff", mixinStandardHelpOptions = true,
-        description = {"Compare two resolved recipes key by key (base: merged, overrides applied, defaults shown),",
-            "then their batch plans and memory plans. Overrides apply to B, so 'diff r.yaml r.yaml lora_r=32' shows",
-            "what that override would change. Exit 0, or 2 when either recipe is invalid."})
+        description = {"Compare two resolved recipes key by key (base: merged, overrides applied, defaults shown), "
+                + "then their batch plans and memory plans.",
+            "Overrides apply to B, so 'diff r.yaml r.yaml lora_r=32' shows what that override would change. "
+                    + "Exit 0, or 2 when either recipe is invalid."})
 final class DiffCommand implements Callable<Integer> {
     private static final double GIB = 1024.0 * 1024.0 * 1024.0;
 
