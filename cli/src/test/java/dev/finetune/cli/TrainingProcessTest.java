@@ -11,7 +11,9 @@ import ai.djl.ndarray.types.Shape;
 import com.google.gson.JsonObject;
 import dev.finetune.adapters.peft.AdapterConfig;
 import dev.finetune.adapters.peft.AdapterFiles;
+import dev.finetune.recipes.FinetuneVersion;
 import dev.finetune.recipes.ValidatedRecipe;
+import dev.finetune.trainers.backend.OutputFolder;
 import dev.finetune.trainers.backend.SavedModels;
 import dev.finetune.trainers.model.LlamaModel;
 import dev.finetune.trainers.model.LoadOptions;
@@ -83,6 +85,10 @@ class TrainingProcessTest {
         return Files.readString(log.resolveSibling(log.getFileName() + suffix), StandardCharsets.UTF_8);
     }
 
+    private static String sha256(byte[] bytes) throws java.security.NoSuchAlgorithmException {
+        return java.util.HexFormat.of().formatHex(java.security.MessageDigest.getInstance("SHA-256").digest(bytes));
+    }
+
     private static List<JsonObject> metrics(Path outputDir) {
         return MetricsLog.read(outputDir.resolve(MetricsLog.FILE));
     }
@@ -122,6 +128,20 @@ class TrainingProcessTest {
         assertTrue(lines.get(6).get("eval_loss").getAsDouble() < lines.get(0).get("eval_loss").getAsDouble());
         // the resolved recipe stands on its own from the output folder
         assertEquals(6, ValidatedRecipe.load(run.resolve("recipe.resolved.yaml"), List.of()).recipe().training().maxSteps());
+        // provenance: the exact recipe bytes, the overrides, the resolved recipe written, the build and the model
+        JsonObject provenance = com.google.gson.JsonParser.parseString(Files.readString(run.resolve(OutputFolder.MARKER)))
+                .getAsJsonObject().getAsJsonObject("provenance");
+        assertEquals(FinetuneVersion.get(), provenance.get("finetune_version").getAsString());
+        JsonObject recipeFile = provenance.getAsJsonArray("recipe_files").get(0).getAsJsonObject();
+        assertEquals(recipe.toString(), recipeFile.get("file").getAsString());
+        assertEquals(sha256(Files.readAllBytes(recipe)), recipeFile.get("sha256").getAsString());
+        assertEquals(List.of("eval_steps=3", "max_steps=6", "output_dir=run", "save_steps=3", "save_total_limit=1"),
+                provenance.getAsJsonArray("overrides").asList().stream().map(e -> e.getAsString()).sorted().toList());
+        assertEquals(sha256(Files.readAllBytes(run.resolve("recipe.resolved.yaml"))),
+                provenance.get("resolved_recipe_sha256").getAsString());
+        JsonObject model = provenance.getAsJsonObject("base_model");
+        assertEquals(MainProcessTest.repoRoot().resolve("configs/models/stories260K").toString(), model.get("path").getAsString());
+        assertEquals(64, model.get("sha256").getAsString().length());
 
         Run merge = run(work, "merge-lora", "run", "--out", "merged");
         assertEquals(0, merge.exit(), merge.err());

@@ -73,9 +73,10 @@ public final class OutputFolder implements AutoCloseable {
      * @param resumeKeys the recipe values the run's checkpoints are valid for; their hash is the folder's owner
      * @param resuming the recipe resumes ({@code resume_from_checkpoint} or {@code auto_resume_from_checkpoints})
      * @param overwrite {@code overwrite_output_dir}: delete a foreign or finished folder's contents and start clean
+     * @param provenance what the run's result comes from ({@link Provenance#toJson}), recorded in the marker
      */
     public record Claim(Path folder, Map<Path, String> inputs, Map<String, String> resumeKeys, boolean resuming,
-            boolean overwrite) {
+            boolean overwrite, JsonObject provenance) {
         public Claim {
             inputs = new LinkedHashMap<>(inputs);
             resumeKeys = new TreeMap<>(resumeKeys);
@@ -328,6 +329,7 @@ public final class OutputFolder implements AutoCloseable {
         marker.put("resume_keys", claim.resumeKeys());
         marker.put("claimed_at", Instant.now().toString());
         marker.put("pid", ProcessHandle.current().pid());
+        marker.put("provenance", claim.provenance());
         Path temporary = folder.resolve("." + MARKER + ".tmp");
         Files.writeString(temporary, GSON.toJson(marker) + "\n", StandardCharsets.UTF_8);
         Files.move(temporary, folder.resolve(MARKER), StandardCopyOption.REPLACE_EXISTING,

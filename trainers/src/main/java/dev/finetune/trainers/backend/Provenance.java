@@ -71,6 +71,7 @@ public record Provenance(String finetuneVersion, List<FileId> recipeFiles, List<
         for (Path file : files) {
             ids.add(fileId(file));
         }
+
         Path local = Path.of(baseModel);
         ModelIdentity model = Files.isDirectory(local) ? folder(local) : new ModelIdentity.Hub(baseModel, revision);
         return new Provenance(FinetuneVersion.get(), ids, List.copyOf(overrides),
@@ -108,13 +109,21 @@ public record Provenance(String finetuneVersion, List<FileId> recipeFiles, List<
         return o;
     }
 
+    /** The files a recipe was read from: the recipe itself, then its {@code base:} files in the order first used. */
+    public static List<Path> recipeFiles(YamlNode tree) {
+        Set<Path> files = new LinkedHashSet<>();
+        collect(tree, files, new LinkedHashSet<>());
+        return List.copyOf(files);
+    }
+
     /** Files of every place in the tree (the recipe's own first: its root), and the overrides that set values. */
     private static void collect(YamlNode node, Set<Path> files, Set<String> overrides) {
         YamlNode.Where where = node.where();
         Matcher file = FILE_LINE_COLUMN.matcher(where.label());
         Matcher override = OVERRIDE.matcher(where.label());
-        if (file.matches() && where.dir() != null) {
-            files.add(where.dir().resolve(Path.of(file.group(1)).getFileName()).normalize());
+        if (file.matches() && where.dir() != null
+                && Files.isRegularFile(where.dir().resolve(Path.of(file.group(1)).getFileName()))) {
+            files.add(where.dir().resolve(Path.of(file.group(1)).getFileName()));
         } else if (override.matches()) {
             overrides.add(override.group(1));
         }

@@ -19,9 +19,7 @@ import java.io.PrintWriter;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import dev.finetune.recipes.DatasetSpec;
-import dev.finetune.recipes.YamlNode;
 import java.util.LinkedHashMap;
-import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
@@ -137,9 +135,12 @@ public final class SingleDeviceBackend {
      */
     static OutputFolder claimOutput(ValidatedRecipe validated, TrainingOptions options, int microBatchesPerEpoch) {
         Recipe recipe = validated.recipe();
+        // The resolved text is the one RunFiles writes next, so its hash names that file.
+        Provenance provenance = Provenance.of(validated, validated.flatten(options.outputDir()),
+                localModel(recipe.model().baseModel()).toString(), null);
         return OutputFolder.claim(new OutputFolder.Claim(options.outputDir(), inputs(validated),
                 Trainer.resumeKeys(options, microBatchesPerEpoch), resuming(recipe),
-                recipe.output().overwriteOutputDir()));
+                recipe.output().overwriteOutputDir(), provenance.toJson()));
     }
 
     static boolean resuming(Recipe recipe) {
@@ -150,8 +151,8 @@ public final class SingleDeviceBackend {
     static Map<Path, String> inputs(ValidatedRecipe validated) {
         Recipe recipe = validated.recipe();
         Map<Path, String> inputs = new LinkedHashMap<>();
-        for (String recipeFile : recipeFiles(validated.tree(), new LinkedHashSet<>())) {
-            inputs.put(Path.of(recipeFile), "the recipe");
+        for (Path recipeFile : Provenance.recipeFiles(validated.tree())) {
+            inputs.put(recipeFile, "the recipe");
         }
         addIfLocal(inputs, recipe.model().baseModel(), "base_model");
         addIfLocal(inputs, recipe.model().baseModelConfig(), "base_model_config");
@@ -175,26 +176,6 @@ public final class SingleDeviceBackend {
             inputs.put(Path.of(name), key);
         }
     }
-
-    /** The files the recipe was read from ({@code base:} chains included), from the places its values came from. */
-    private static Set<String> recipeFiles(YamlNode node, Set<String> files) {
-        YamlNode.Where where = node.where();
-        java.util.regex.Matcher label = RECIPE_LABEL.matcher(where.label());
-        if (where.dir() != null && label.matches()) {
-            Path file = where.dir().resolve(Path.of(label.group(1)).getFileName().toString());
-            if (Files.isRegularFile(file)) {
-                files.add(file.toString());
-            }
-        }
-        if (node instanceof YamlNode.Mapping mapping) {
-            mapping.entries().values().forEach(entry -> recipeFiles(entry.value(), files));
-        } else if (node instanceof YamlNode.Sequence sequence) {
-            sequence.items().forEach(item -> recipeFiles(item, files));
-        }
-        return files;
-    }
-
-    private static final java.util.regex.Pattern RECIPE_LABEL = java.util.regex.Pattern.compile("(.+):\\d+:\\d+");
 
     /** Settings the recipe may hold that this trainer accepts but does not carry out, said rather than hidden. */
     static List<String> notActedOn(Recipe recipe) {
