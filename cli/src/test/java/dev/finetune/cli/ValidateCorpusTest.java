@@ -3,6 +3,8 @@ package dev.finetune.cli;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import dev.finetune.recipes.UserError;
+import dev.finetune.recipes.ValidatedRecipe;
 import java.io.ByteArrayInputStream;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
@@ -48,10 +50,22 @@ class ValidateCorpusTest {
             InProcess.Run alone = InProcess.finetune("validate", file);
             assertTrue(alone.exit() == 0 || alone.exit() == 2, file + ": " + alone.err());
             assertEquals(alone.exit() == 0, folderVerdicts.get(file), file + ": " + alone.err());
+            // validate reads through the loader and the validator itself (to name keys); training loads through
+            // ValidatedRecipe.load: the two must agree.
+            assertEquals(alone.exit() == 0, loads(Path.of(file)), file + ": " + alone.err());
             invalid += alone.exit() == 2 ? 1 : 0;
         }
         assertEquals(invalid > 0 ? 2 : 0, whole.exit());
         System.out.printf("validate corpus: %d recipes, %d invalid; folder and single-file verdicts agree%n", files.size(), invalid);
+    }
+
+    private static boolean loads(Path file) {
+        try {
+            ValidatedRecipe.load(file, List.of());
+            return true;
+        } catch (UserError e) {
+            return false;
+        }
     }
 
     private static List<String> yamlFiles(Path corpus) throws IOException {
