@@ -78,8 +78,8 @@ class RlTrainingProcessTest {
         assertTrue(Double.parseDouble(m.group(2)) >= Double.parseDouble(m.group(1)) + 0.3, m.group());
         List<JsonObject> lines = MetricsLog.read(work.resolve("out/quickstart-grpo").resolve(MetricsLog.FILE));
         JsonObject last = lines.get(lines.size() - 1);
-        for (String key : List.of("reward", "reward_std", "rewards/contains", "kl", "completion_length", "clip_ratio",
-                "eval_reward")) {
+        for (String key : List.of("reward", "reward_std", "rewards/contains/mean", "rewards/contains/std", "kl",
+                "completions/mean_length", "clip_ratio/region_mean", "frac_reward_zero_std", "entropy", "eval_reward")) {
             assertTrue(last.has(key), key + " missing from " + last);
         }
     }

@@ -92,6 +92,15 @@ public record BatchPlan(
                         g.generationBatchSize() != null ? "set trl.generation_batch_size to a multiple of " + g.numGenerations()
                                 : "smallest fix: set gradient_accumulation_steps: " + fix);
             }
+            int window = micro * accumulation * ranks;
+            if (g.generationBatchSize() != null && generation != window && generation % g.numGenerations() == 0) {
+                // TRL samples once per generation batch and, when it spans several optimizer steps, trains on
+                // rollouts of an older policy; we sample every accumulation window with the current one
+                problems.error(where, "trl.generation_batch_size " + generation + " differs from micro_batch_size x "
+                        + "gradient_accumulation_steps" + (ranks > 1 ? " x ranks" : "") + " = " + window
+                        + ": rollouts are sampled once per optimizer step and never reused across steps",
+                        "remove trl.generation_batch_size (TRL's default is " + window + ") or set it to " + window);
+            }
             if (ranks > 1 && generation < g.numGenerations() * ranks) {
                 problems.error(where, "GRPO generation batch " + generation + " is smaller than num_generations x ranks = "
                         + g.numGenerations() * ranks, "raise trl.generation_batch_size to " + g.numGenerations() * ranks);

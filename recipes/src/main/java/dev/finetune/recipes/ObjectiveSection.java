@@ -47,7 +47,27 @@ final class ObjectiveSection {
         YamlNode rewardNode = trl.node("reward_funcs");
         List<RewardSpec> rewardFuncs = rewardNode == null ? null : RewardSpecs.read(rewardNode, recipeDir, problems);
         YamlNode weightsNode = trl.node("reward_weights");
-        boolean scaleRewards = trl.bool("scale_rewards", true);
+        ScaleRewards scaleRewards = scaleRewards(trl);
+        GrpoLossType grpoLoss = GrpoLossType.DAPO;
+        String lossName = trl.string("loss_type", null);
+        if (lossName != null) {
+            grpoLoss = GrpoLossType.of(lossName);
+            if (grpoLoss == null) {
+                String close = Suggestions.closest(lossName, GrpoLossType.keys());
+                problems.error(trl.at("loss_type"), "trl.loss_type '" + lossName + "' is not one finetune trains",
+                        close != null ? "did you mean '" + close + "'?" : "use one of " + GrpoLossType.keys()
+                                + " (TRL's sapo, cispo, vespo, luspo are not implemented)");
+                grpoLoss = GrpoLossType.DAPO;
+            }
+        }
+        Double epsilonHigh = trl.number("epsilon_high", null, 0, Double.MAX_VALUE);
+        Double delta = trl.number("delta", null, 1, Double.MAX_VALUE);
+        Integer topK = trl.integer("top_k", 0, 0);
+        Double topP = trl.number("top_p", 1.0, Double.MIN_VALUE, 1);
+        Double minP = trl.number("min_p", null, 0, 1);
+        Double repetitionPenalty = trl.number("repetition_penalty", 1.0, Double.MIN_VALUE, Double.MAX_VALUE);
+        boolean maskTruncated = trl.bool("mask_truncated_completions", false);
+        boolean biasCorrectedKl = trl.bool("use_bias_correction_kl", true);
         boolean useVllm = trl.bool("use_vllm", false);
         trl.finish();
         if (rl == null) {
@@ -113,7 +133,33 @@ final class ObjectiveSection {
         }
         return new Recipe.Objective.Grpo(numGenerations == null ? 8 : numGenerations, generationBatch, maxCompletion,
                 temperature, beta == null ? 0.0 : beta, epsilon, rewardFuncs == null ? List.of() : rewardFuncs,
-                List.copyOf(weights), scaleRewards, useVllm);
+                List.copyOf(weights), scaleRewards, useVllm, grpoLoss, epsilonHigh == null ? epsilon : epsilonHigh, delta,
+                new Recipe.Objective.Sampling(topK, topP, minP == null ? 0 : minP, repetitionPenalty),
+                maskTruncated, biasCorrectedKl);
+    }
+
+    /** {@code trl.scale_rewards}: group, batch or none, or a boolean as TRL reads one (true = group). */
+    private ScaleRewards scaleRewards(KeyReader trl) {
+        YamlNode node = trl.node("scale_rewards");
+        if (node == null) {
+            return ScaleRewards.GROUP;
+        }
+        if (node instanceof YamlNode.Scalar scalar) {
+            String text = String.valueOf(scalar.value()).toLowerCase(java.util.Locale.ROOT);
+            if (text.equals("true")) {
+                return ScaleRewards.GROUP;
+            }
+            if (text.equals("false")) {
+                return ScaleRewards.NONE;
+            }
+            ScaleRewards named = ScaleRewards.of(text);
+            if (named != null) {
+                return named;
+            }
+        }
+        problems.error(node.where(), "trl.scale_rewards must be group, batch, none, true or false, got "
+                + YamlNode.describe(node), "TRL's default is group (true)");
+        return ScaleRewards.GROUP;
     }
 
     /**

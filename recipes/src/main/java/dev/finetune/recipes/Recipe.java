@@ -218,6 +218,12 @@ public record Recipe(
          * @param numGenerations completions sampled per prompt (TRL's default 8)
          * @param generationBatchSize completions generated per step, or {@code null} for micro × accumulation
          * @param rewardFuncs built-ins with their parameters, or commands (see DESIGN.md §5)
+         * @param epsilonHigh {@code trl.epsilon_high}: the upper clipping range ({@code epsilon} when not given)
+         * @param delta {@code trl.delta}: the upper bound of the unclipped ratio (two-sided clipping), or {@code null}
+         * @param maskTruncatedCompletions {@code trl.mask_truncated_completions}: completions cut at
+         *     {@code max_completion_length} without EOS take no part in the loss
+         * @param biasCorrectedKl {@code trl.use_bias_correction_kl} (TRL's default true): the KL term is weighted by
+         *     the policy ratio
          */
         record Grpo(
                 int numGenerations,
@@ -228,8 +234,26 @@ public record Recipe(
                 double epsilon,
                 List<RewardSpec> rewardFuncs,
                 List<Double> rewardWeights,
-                boolean scaleRewards,
-                boolean useVllm) implements Objective {}
+                ScaleRewards scaleRewards,
+                boolean useVllm,
+                GrpoLossType lossType,
+                double epsilonHigh,
+                Double delta,
+                Sampling sampling,
+                boolean maskTruncatedCompletions,
+                boolean biasCorrectedKl) implements Objective {}
+
+        /**
+         * GRPO's sampling filters, TRL's (and transformers') names and defaults.
+         *
+         * @param topK 0 keeps every token
+         * @param topP 1 keeps every token
+         * @param minP drop tokens below this share of the likeliest one's probability; 0 keeps every token
+         * @param repetitionPenalty divides positive (multiplies negative) logits of tokens already in the row; 1 is off
+         */
+        record Sampling(int topK, double topP, double minP, double repetitionPenalty) {
+            public static final Sampling NONE = new Sampling(0, 1, 0, 1);
+        }
     }
 
     /**

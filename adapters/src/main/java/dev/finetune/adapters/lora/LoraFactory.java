@@ -36,6 +36,7 @@ public final class LoraFactory implements ProjectionFactory {
     private final AdapterSwitch adapters = new AdapterSwitch();
     private final List<String> built = new ArrayList<>();
     private final List<String> matched = new ArrayList<>();
+    private final List<LoraProjection> projections = new ArrayList<>();
 
     /**
      * @param parameters the long-lived manager that will own the LoRA weights and the packed NF4 weights
@@ -71,7 +72,20 @@ public final class LoraFactory implements ProjectionFactory {
         NDArray b = parameters.zeros(new Shape(out, spec.r()), type);
         NDScope.unregister(b); // a parameter, even if the model happens to be built inside a step scope
         float scaling = (float) spec.scaling();
-        return new LoraProjection(base, a, b, scaling, scalars.of(scaling), spec.dropout(), adapters);
+        LoraProjection projection = new LoraProjection(base, a, b, scaling, scalars.of(scaling), spec.dropout(),
+                adapters);
+        projections.add(projection);
+        return projection;
+    }
+
+    /**
+     * Makes the current adapter weights the reference model ({@link AdapterSwitch#reference()}) from now on: call
+     * it after loading a saved adapter that training continues, as TRL copies it to a frozen "ref" adapter.
+     */
+    public void freezeReference() {
+        for (LoraProjection projection : projections) {
+            projection.freezeReference(parameters);
+        }
     }
 
     /** The layers that got an adapter, in build order; a recipe that matched nothing is a {@link UserError}. */

@@ -29,6 +29,8 @@ public final class LoraProjection implements Projection {
     private final NDArray scalingTensor;
     private final double dropout;
     private final AdapterSwitch adapters;
+    private NDArray frozenA;
+    private NDArray frozenB;
 
     /**
      * @param base the frozen projection (dense or NF4); its own {@link #trainable()} must be empty
@@ -85,11 +87,27 @@ public final class LoraProjection implements Projection {
         return scaling;
     }
 
+    /**
+     * Keeps a copy of the current A and B, outside any graph, for {@link AdapterSwitch#reference()}: TRL's frozen
+     * "ref" adapter when training continues a saved one.
+     */
+    void freezeReference(NDManager manager) {
+        frozenA = a.duplicate();
+        frozenB = b.duplicate();
+        frozenA.attach(manager);
+        frozenB.attach(manager);
+        ai.djl.ndarray.NDScope.unregister(frozenA, frozenB);
+    }
+
     @Override
     public NDArray forward(NDArray x) {
         NDArray y = base.forward(x);
-        if (!adapters.enabled()) {
+        if (!adapters.enabled() || (adapters.referencing() && frozenA == null)) {
             return y;
+        }
+        if (adapters.referencing()) {
+            NDArray low = JniUtils.linear((PtNDArray) x, (PtNDArray) frozenA, null).mul(scalingTensor);
+            return y.add(JniUtils.linear((PtNDArray) low, (PtNDArray) frozenB, null));
         }
         NDArray input = adapters.training() && dropout > 0
                 ? JniUtils.dropout((PtNDArray) x, dropout, true)

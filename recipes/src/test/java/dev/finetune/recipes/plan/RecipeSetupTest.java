@@ -90,7 +90,8 @@ class RecipeSetupTest {
 
     @Test
     void grpoAndDpoCarryTheirShapes() {
-        Recipe.Objective grpo = new Recipe.Objective.Grpo(8, null, 1024, 1.0, 0.04, 0.2, List.of(new RewardSpec.ExactMatch("exact_match", "answer", false)), List.of(1.0), true, false);
+        Recipe.Objective grpo = new Recipe.Objective.Grpo(8, null, 1024, 1.0, 0.04, 0.2, List.of(new RewardSpec.ExactMatch("exact_match", "answer", false)), List.of(1.0), dev.finetune.recipes.ScaleRewards.GROUP, false,
+                dev.finetune.recipes.GrpoLossType.DAPO, 0.2, null, Recipe.Objective.Sampling.NONE, false, true);
         Recipe r = recipe(QLORA, Recipe.Flag.TRUE, null, true, grpo, null, new Recipe.Hardware.Unspecified());
         TrainingSetup s = RecipeSetup.of(r, "llama", LLAMA_8B, ONE_24, null, 2, 4, 8);
         Objective.Grpo g = (Objective.Grpo) s.objective();

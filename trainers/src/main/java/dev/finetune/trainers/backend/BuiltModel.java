@@ -67,6 +67,11 @@ final class BuiltModel {
         }
     }
 
+    /** From now on the reference model (DPO, GRPO) is the adapter as it is now, not the base. */
+    void freezeReference() {
+        lora.freezeReference();
+    }
+
     LlamaModel model() {
         return model;
     }

@@ -3,6 +3,7 @@ package dev.finetune.trainers.backend;
 import ai.djl.ndarray.NDManager;
 import dev.finetune.adapters.lora.AdapterSwitch;
 import dev.finetune.recipes.Recipe;
+import dev.finetune.recipes.ScaleRewards;
 import dev.finetune.trainers.data.DataOptions;
 import dev.finetune.trainers.data.RlRows;
 import dev.finetune.trainers.rewards.Rewards;
@@ -81,7 +82,7 @@ public record RlSetup<B extends Batch>(Objective<B> objective, List<B> train, Li
                 evalPairs.size(), pairs.rows(), pairs.tooLong(), pairs.skipped(), terms.stream().map(t -> t.weight() == 1 ? t.type().key()
                         : t.weight() + "*" + t.type().key()).collect(java.util.stream.Collectors.joining(" + ")),
                 dpo.beta(),
-                precomputed ? "computed once before training" : "the base model (adapter switched off) each step");
+                precomputed ? "computed once before training" : "run beside the policy each step, outside the gradient");
         if (!eval.isEmpty()) {
             report += basePreference(precomputed ? eval
                     : DpoObjective.precompute(trainable, adapters, eval, manager));
@@ -100,26 +101,25 @@ public record RlSetup<B extends Batch>(Objective<B> objective, List<B> train, Li
         List<GrpoBatch> train = chunks(prompts.train(), promptsPerMicro, part -> new GrpoBatch(part, generations));
         List<GrpoBatch> eval = chunks(evalPrompts, promptsPerMicro, part -> new GrpoBatch(part, generations));
         GrpoObjective.Settings settings = new GrpoObjective.Settings(grpo.maxCompletionLength(), grpo.temperature(),
-                grpo.scaleRewards(), new GrpoLoss(grpo.epsilon(), grpo.beta()),
-                Set.of((long) tokenizer.special().eosId()), padId);
+                grpo.scaleRewards(), new GrpoLoss(grpo.lossType(), grpo.epsilon(), grpo.epsilonHigh(), grpo.delta(),
+                        grpo.beta(), grpo.biasCorrectedKl(), grpo.maxCompletionLength()),
+                grpo.sampling(), grpo.maskTruncatedCompletions(), Set.of((long) tokenizer.special().eosId()), padId);
         Rewards rewards = Rewards.start(grpo.rewardFuncs(), grpo.rewardWeights(), allowCommands);
         Function<long[], String> decode = ids -> tokenizer.decode(
                 Arrays.stream(ids).mapToInt(Math::toIntExact).toArray(), true);
         try {
             GrpoObjective objective = new GrpoObjective(settings, llama, adapters, rewards, decode);
             String report = String.format(Locale.ROOT, "grpo: %d prompts for training, %d held out; %d completions "
-                    + "per prompt of up to %d tokens, %d prompt(s) per micro batch; rewards %s%n",
+                    + "per prompt of up to %d tokens, %d prompt(s) per micro batch; rewards %s; loss %s, rewards "
+                    + "scaled by %s, beta %s%n",
                     prompts.train().size(), evalPrompts.size(), generations, grpo.maxCompletionLength(),
-                    promptsPerMicro, grpo.rewardFuncs().stream().map(r -> r.label()).toList());
+                    promptsPerMicro, grpo.rewardFuncs().stream().map(r -> r.label()).toList(), grpo.lossType().key(),
+                    grpo.scaleRewards() == ScaleRewards.NONE ? "nothing" : "the " + grpo.scaleRewards().key() + " std",
+                    grpo.beta());
             if (micro % generations != 0) {
                 report += String.format(Locale.ROOT, "grpo: note: micro_batch_size %d is not a multiple of "
                         + "num_generations %d; a micro batch holds whole groups, %d completions%n", micro, generations,
                         promptsPerMicro * generations);
-            }
-            if (grpo.generationBatchSize() != null) {
-                report += String.format(Locale.ROOT, "grpo: note: trl.generation_batch_size %d is not used: "
-                        + "completions are sampled per micro batch, by the policy being trained%n",
-                        grpo.generationBatchSize());
             }
             return new RlSetup<>(objective, train, eval, report, rewards);
         } catch (RuntimeException e) {

@@ -35,6 +35,13 @@ final class RlTraining {
                 ? SingleDeviceBackend.localModel(recipe.model().tokenizerConfig()) : modelDir);
                 NDManager manager = NDManager.newBaseManager()) {
             BuiltModel built = BuiltModel.forTraining(recipe, modelDir, manager);
+            if (recipe.output().loraModelDir() != null) {
+                // continuing a saved adapter (SFT -> DPO): TRL's reference is a frozen copy of it, not the base
+                built.loadAdapter(Path.of(recipe.output().loraModelDir()), manager);
+                built.freezeReference();
+                out.printf(Locale.ROOT, "reference: the adapter from lora_model_dir %s, frozen as it starts (TRL's "
+                        + "\"ref\" adapter); the policy starts equal to it%n", recipe.output().loraModelDir());
+            }
             out.print(built.describe());
             try (RlSetup<?> setup = RlSetup.of(recipe, validated.plan().micro(),
                     SingleDeviceBackend.dataOptions(recipe), tokenizer, built.trainable(),
@@ -74,7 +81,7 @@ final class RlTraining {
     /**
      * DPO: held-out {@code rewards/accuracies} and {@code rewards/margins} at the first and last evaluation.
      * GRPO: mean reward over the first and the last tenth of the steps (this run's steps, after a resume), the
-     * KL at the end, and the held-out reward.
+     * KL at the end (when beta is not 0: TRL logs none then), and the held-out reward.
      */
     static String outcome(List<Map<String, Object>> lines) {
         StringBuilder s = new StringBuilder();
@@ -92,9 +99,10 @@ final class RlTraining {
         if (!steps.isEmpty()) {
             int tenth = Math.max(1, steps.size() / 10);
             List<Map<String, Object>> tail = steps.subList(steps.size() - tenth, steps.size());
-            s.append(String.format(Locale.ROOT, "reward: %.3f over the first %d steps -> %.3f over the last %d; "
-                    + "kl %.4f at the end%n", mean(steps.subList(0, tenth), "reward"), tenth, mean(tail, "reward"),
-                    tenth, mean(tail, "kl")));
+            s.append(String.format(Locale.ROOT, "reward: %.3f over the first %d steps -> %.3f over the last %d%s%n",
+                    mean(steps.subList(0, tenth), "reward"), tenth, mean(tail, "reward"), tenth,
+                    tail.get(0).containsKey("kl") ? String.format(Locale.ROOT, "; kl %.4f at the end", mean(tail, "kl"))
+                            : ""));
             if (evals.size() >= 2 && evals.get(0).containsKey("eval_reward")) {
                 s.append(String.format(Locale.ROOT, "held-out reward: %.3f -> %.3f%n", evals.get(0).get("eval_reward"),
                         evals.get(evals.size() - 1).get("eval_reward")));

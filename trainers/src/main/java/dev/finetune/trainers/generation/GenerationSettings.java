@@ -14,9 +14,17 @@ import java.util.Set;
  * @param seed the sampling stream; the same seed, prompts and settings give the same tokens
  * @param eosIds a row stops after emitting one of these
  * @param stopSequences a row stops after its output ends with one of these token sequences
+ * @param minP keep only tokens at least this share of the likeliest token's probability; 0 keeps all
+ * @param repetitionPenalty divides the positive (multiplies the negative) logits of tokens already in the row,
+ *     prompt included, before any other filter (as transformers does); 1 is off
  */
 public record GenerationSettings(int maxNewTokens, float temperature, int topK, float topP, long seed, Set<Long> eosIds,
-        List<long[]> stopSequences) {
+        List<long[]> stopSequences, float minP, float repetitionPenalty) {
+
+    public GenerationSettings(int maxNewTokens, float temperature, int topK, float topP, long seed, Set<Long> eosIds,
+            List<long[]> stopSequences) {
+        this(maxNewTokens, temperature, topK, topP, seed, eosIds, stopSequences, 0f, 1f);
+    }
 
     public GenerationSettings {
         if (maxNewTokens < 1) {
@@ -30,6 +38,13 @@ public record GenerationSettings(int maxNewTokens, float temperature, int topK, 
         }
         if (!(topP > 0 && topP <= 1)) {
             throw new UserError("top_p", "must be in (0, 1], got " + topP, "1 turns it off; typical values are 0.8 to 0.95");
+        }
+        if (!(minP >= 0 && minP <= 1)) {
+            throw new UserError("min_p", "must be in [0, 1], got " + minP, "0 turns it off; typical values are 0.05 to 0.1");
+        }
+        if (!(repetitionPenalty > 0) || Float.isInfinite(repetitionPenalty)) {
+            throw new UserError("repetition_penalty", "must be positive, got " + repetitionPenalty,
+                    "1 turns it off; typical values are 1.05 to 1.2");
         }
         eosIds = Set.copyOf(eosIds);
         stopSequences = List.copyOf(stopSequences);
@@ -45,6 +60,7 @@ public record GenerationSettings(int maxNewTokens, float temperature, int topK, 
     }
 
     public GenerationSettings withStops(Set<Long> eos, List<long[]> sequences) {
-        return new GenerationSettings(maxNewTokens, temperature, topK, topP, seed, eos, sequences);
+        return new GenerationSettings(maxNewTokens, temperature, topK, topP, seed, eos, sequences, minP,
+                repetitionPenalty);
     }
 }

@@ -71,7 +71,7 @@ public final class Generator {
                         ? prefill(prompts, settings, batch, slotNumbers, slotSegments, cache)
                         : fullStep(batch, batch.promptWidth, batch.promptIds, slotSegments);
                 rows.lastPromptLogits = lastLogits.toFloatArray();
-                next = sampler.choose(lastLogits, settings, random);
+                next = sampler.choose(lastLogits, settings, random, rows.history(prompts));
             }
             long[] sequence = Arrays.copyOf(batch.promptIds, batch.promptIds.length);
             for (int step = 0; ; step++) {
@@ -88,7 +88,7 @@ public final class Generator {
                         sequence = batch.extend(sequence, slot, next);
                         lastLogits = fullStep(batch, slot + 1, sequence, slotSegments);
                     }
-                    next = sampler.choose(lastLogits, settings, random);
+                    next = sampler.choose(lastLogits, settings, random, rows.history(prompts));
                 }
             }
             return rows.completions();
@@ -258,6 +258,23 @@ public final class Generator {
             for (int r = 0; r < count; r++) {
                 tokens.add(new ArrayList<>());
             }
+        }
+
+        /** Each row's prompt and tokens so far; only built when the repetition penalty needs it. */
+        List<long[]> history(List<long[]> prompts) {
+            if (settings.repetitionPenalty() == 1f) {
+                return List.of();
+            }
+            List<long[]> out = new ArrayList<>(tokens.size());
+            for (int r = 0; r < tokens.size(); r++) {
+                long[] prompt = prompts.get(r);
+                long[] all = Arrays.copyOf(prompt, prompt.length + tokens.get(r).size());
+                for (int i = 0; i < tokens.get(r).size(); i++) {
+                    all[prompt.length + i] = tokens.get(r).get(i);
+                }
+                out.add(all);
+            }
+            return out;
         }
 
         void append(long[] next) {

@@ -4,11 +4,12 @@ import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.index.NDIndex;
 import ai.djl.ndarray.types.DataType;
 import dev.finetune.adapters.Scalars;
+import java.util.List;
 import java.util.SplittableRandom;
 
 /**
- * Picks the next token of every row from logits {@code [B, V]}: argmax, or temperature → top-k → top-p (the order
- * Hugging Face applies them) and then inverse-CDF sampling with uniforms drawn in Java from the settings' seed
+ * Picks the next token of every row from logits {@code [B, V]}: the repetition penalty, then argmax, or
+ * temperature → top-k → top-p → min-p (the order Hugging Face applies them) and then inverse-CDF sampling with uniforms drawn in Java from the settings' seed
  * (the engine has no multinomial). The filtering stays on the engine, so nothing of vocabulary size crosses JNI.
  */
 final class Sampler {
@@ -18,7 +19,13 @@ final class Sampler {
         this.scalars = scalars;
     }
 
-    long[] choose(NDArray logits, GenerationSettings settings, SplittableRandom random) {
+    /**
+     * @param history every row's tokens so far (prompt and generated), read only for the repetition penalty
+     */
+    long[] choose(NDArray logits, GenerationSettings settings, SplittableRandom random, List<long[]> history) {
+        if (settings.repetitionPenalty() != 1f) {
+            logits = penalize(logits, settings.repetitionPenalty(), history);
+        }
         if (settings.greedy()) {
             return logits.argMax(-1).toLongArray();
         }
@@ -37,6 +44,10 @@ final class Sampler {
             NDArray threshold = ascending.add(dropped.mul(scalars.of(2f))).min(new int[] {-1}, true);
             probabilities = probabilities.mul(probabilities.gte(threshold).toType(DataType.FLOAT32, false));
         }
+        if (settings.minP() > 0f) {
+            NDArray floor = probabilities.max(new int[] {-1}, true).mul(scalars.of(settings.minP()));
+            probabilities = probabilities.mul(probabilities.gte(floor).toType(DataType.FLOAT32, false));
+        }
         NDArray cdf = probabilities.cumSum(-1);
         NDArray total = cdf.get(new NDIndex(":, -1:"));
         int rows = (int) logits.getShape().get(0);
@@ -50,5 +61,25 @@ final class Sampler {
             chosen[r] = Math.min(chosen[r], vocab - 1);
         }
         return chosen;
+    }
+
+    /** transformers' repetition penalty: seen tokens' logits divided by the penalty when positive, else multiplied. */
+    private NDArray penalize(NDArray logits, float penalty, List<long[]> history) {
+        int rows = (int) logits.getShape().get(0);
+        int vocab = (int) logits.getShape().get(1);
+        float[] seen = new float[rows * vocab];
+        for (int r = 0; r < rows; r++) {
+            for (long token : history.get(r)) {
+                if (token >= 0 && token < vocab) {
+                    seen[r * vocab + (int) token] = 1f;
+                }
+            }
+        }
+        NDArray mask = logits.getManager().create(seen, logits.getShape());
+        NDArray positive = logits.gt(scalars.of(0f)).toType(DataType.FLOAT32, false);
+        // factor 1/p on positive seen logits, p on negative seen ones, 1 elsewhere
+        NDArray factor = positive.mul(scalars.of(1f / penalty)).add(scalars.of(1f).sub(positive).mul(scalars.of(penalty)));
+        NDArray scale = scalars.of(1f).add(mask.mul(factor.sub(scalars.of(1f))));
+        return logits.mul(scale);
     }
 }

@@ -194,6 +194,7 @@ public final class Trainer<B extends Batch> {
         float inverseWeight = (float) (1.0 / Math.max(1, windowWeight));
         model.setTraining(true);
         double loss = 0;
+        double units = 0;
         Map<String, Double> metricSums = new TreeMap<>();
         for (int micro = 0; micro < accumulation; micro++) {
             B batch = window.get(micro);
@@ -206,9 +207,22 @@ public final class Trainer<B extends Batch> {
                     NDArray scaled = result.sum().mul(manager.full(new Shape(), inverseWeight, DataType.FLOAT32));
                     forward.backward(scaled, collector);
                     loss += scaled.getFloat();
+                    units += result.units() != null ? result.units() : batch.lossWeight();
                     addWeighted(metricSums, result.metrics(), (double) batch.lossWeight() / Math.max(1, windowWeight));
                 }
             }
+        }
+        if (units != windowWeight) {
+            // an objective that learns its units while running (GRPO's dapo: the window's completion tokens) was
+            // scaled by the planned weight; gradients are linear in the loss, so one rescale makes it exact
+            double correction = windowWeight / Math.max(1, units);
+            try (NDScope scope = new NDScope()) {
+                NDArray factor = manager.full(new Shape(), (float) correction, DataType.FLOAT32);
+                for (NamedArray param : params) {
+                    param.array().getGradient().muli(factor);
+                }
+            }
+            loss *= correction;
         }
         double gradNorm;
         try (NDScope scope = new NDScope()) {
@@ -238,15 +252,17 @@ public final class Trainer<B extends Batch> {
         model.setTraining(false);
         long totalWeight = Math.max(1, eval.stream().mapToLong(Batch::lossWeight).sum());
         double lossSum = 0;
+        double units = 0;
         Map<String, Double> metricSums = new TreeMap<>();
         for (B batch : eval) {
             try (NDScope scope = new NDScope()) {
                 Objective.Loss result = objective.loss(batch, ForwardPass.of(model, options.seed(), false), manager);
                 lossSum += result.sum().getFloat();
+                units += result.units() != null ? result.units() : batch.lossWeight();
                 addWeighted(metricSums, result.metrics(), (double) batch.lossWeight() / totalWeight);
             }
         }
-        double evalLoss = lossSum / totalWeight;
+        double evalLoss = lossSum / Math.max(1, units);
         line.put("eval_loss", evalLoss);
         metricSums.forEach((name, value) -> line.put("eval_" + name, value));
         return evalLoss;

@@ -136,25 +136,57 @@ class GeneratorTest {
         float[] logits = references.get(1).lastLogits();
         int draws = 4000;
         Sampler sampler = new Sampler(model.scalars());
-        for (int[] filter : new int[][] {{0, 100}, {3, 100}, {0, 80}}) {
+        // the two likeliest tokens, already in the row, are what the repetition penalty holds back
+        Integer[] byLogit = new Integer[logits.length];
+        for (int i = 0; i < byLogit.length; i++) {
+            byLogit[i] = i;
+        }
+        java.util.Arrays.sort(byLogit, (x, y) -> Float.compare(logits[y], logits[x]));
+        long[] seen = {byLogit[0], byLogit[1]};
+        for (int[] filter : new int[][] {{0, 100, 0, 100}, {3, 100, 0, 100}, {0, 80, 0, 100}, {0, 100, 30, 100},
+            {0, 100, 0, 150}}) {
             int topK = filter[0];
             float topP = filter[1] / 100f;
-            GenerationSettings settings = new GenerationSettings(1, 0.7f, topK, topP, 11L, Set.of(), List.of());
+            float minP = filter[2] / 100f;
+            float penalty = filter[3] / 100f;
+            GenerationSettings settings = new GenerationSettings(1, 0.7f, topK, topP, 11L, Set.of(), List.of(), minP,
+                    penalty);
             int[] counts = new int[logits.length];
             try (NDManager step = manager.newSubManager()) {
                 NDArray batch = step.create(logits).expandDims(0).repeat(0, draws);
-                for (long id : sampler.choose(batch, settings, new java.util.SplittableRandom(5))) {
+                for (long id : sampler.choose(batch, settings, new java.util.SplittableRandom(5),
+                        java.util.Collections.nCopies(draws, seen))) {
                     counts[(int) id]++;
                 }
             }
-            double[] expected = nucleus(softmax(logits, 0.7, topK), topP);
+            float[] penalized = logits.clone();
+            for (long id : seen) {
+                penalized[(int) id] = penalized[(int) id] > 0 ? penalized[(int) id] / penalty
+                        : penalized[(int) id] * penalty;
+            }
+            double[] expected = minP(nucleus(softmax(penalized, 0.7, topK), topP), minP);
             for (int id = 0; id < counts.length; id++) {
                 double p = expected[id];
                 double sigma = Math.sqrt(draws * p * (1 - p));
                 assertTrue(Math.abs(counts[id] - draws * p) <= 5 * sigma + 1e-9,
-                        "top_k " + topK + " top_p " + topP + " token " + id + ": " + counts[id] + " draws, expected " + draws * p);
+                        "top_k " + topK + " top_p " + topP + " min_p " + minP + " penalty " + penalty + " token " + id + ": " + counts[id] + " draws, expected " + draws * p);
             }
         }
+    }
+
+    /** Keeps the tokens with at least {@code minP} of the likeliest one's probability, then renormalises. */
+    private static double[] minP(double[] p, double minP) {
+        double top = java.util.Arrays.stream(p).max().orElse(0);
+        double[] kept = new double[p.length];
+        double sum = 0;
+        for (int i = 0; i < p.length; i++) {
+            kept[i] = p[i] >= minP * top ? p[i] : 0;
+            sum += kept[i];
+        }
+        for (int i = 0; i < p.length; i++) {
+            kept[i] /= sum;
+        }
+        return kept;
     }
 
     /** Keeps the most likely tokens while the mass before each is below p, then renormalises. */

@@ -105,7 +105,7 @@ public final class DpoObjective implements Objective<DpoBatch> {
         if (adapters == null) {
             return sequenceLogProbs(NoGradient.logits(model, inputs), rows, manager);
         }
-        try (AdapterSwitch.Restore base = adapters.disabled()) {
+        try (AdapterSwitch.Restore frozen = adapters.reference()) {
             return sequenceLogProbs(NoGradient.logits(model, inputs), rows, manager);
         }
     }

@@ -3,6 +3,8 @@ package dev.finetune.trainers.train.grpo;
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDManager;
 import dev.finetune.adapters.lora.AdapterSwitch;
+import dev.finetune.recipes.Recipe;
+import dev.finetune.recipes.ScaleRewards;
 import dev.finetune.recipes.UserError;
 import dev.finetune.trainers.generation.Completion;
 import dev.finetune.trainers.generation.GenerationSettings;
@@ -42,16 +44,27 @@ public final class GrpoObjective implements Objective<GrpoBatch> {
     private final Function<long[], String> decode;
 
     /**
+     * @param sampling {@code trl.top_k}, {@code top_p}, {@code min_p}, {@code repetition_penalty}
+     * @param maskTruncated {@code trl.mask_truncated_completions}: completions that end without EOS (cut at
+     *     {@code max_completion_length}) take no part in the loss
      * @param eosIds a completion ends after one of these (it is part of the completion, as in TRL)
      * @param padId what fills the rows after shorter completions (never attended to, never scored)
      */
-    public record Settings(int maxCompletionLength, double temperature, boolean scaleRewards, GrpoLoss loss,
-            Set<Long> eosIds, int padId) {}
+    public record Settings(int maxCompletionLength, double temperature, ScaleRewards scaleRewards, GrpoLoss loss,
+            Recipe.Objective.Sampling sampling, boolean maskTruncated, Set<Long> eosIds, int padId) {
+
+        /** TRL's defaults for what is not given: group scaling, no sampling filter, nothing masked. */
+        public Settings(int maxCompletionLength, double temperature, boolean scaleRewards, GrpoLoss loss,
+                Set<Long> eosIds, int padId) {
+            this(maxCompletionLength, temperature, scaleRewards ? ScaleRewards.GROUP : ScaleRewards.NONE, loss,
+                    Recipe.Objective.Sampling.NONE, false, eosIds, padId);
+        }
+    }
 
     /** @param adapters the model's adapter switch, or {@code null} for full fine-tuning */
     public GrpoObjective(Settings settings, LlamaTrainable model, AdapterSwitch adapters, Rewards rewards,
             Function<long[], String> decode) {
-        if (settings.loss().beta() > 0 && adapters == null) {
+        if (settings.loss().beta() != 0 && adapters == null) {
             throw new UserError("trl.beta", "GRPO with beta " + settings.loss().beta() + " needs a reference model, "
                     + "and full fine-tuning has none without a second copy of the weights",
                     "use adapter: lora (the reference is the adapter switched off), or trl.beta: 0");
@@ -85,29 +98,91 @@ public final class GrpoObjective implements Objective<GrpoBatch> {
         Advantages advantages = Advantages.of(scores.total(), groupSize, settings.scaleRewards());
 
         CompletionRows rows = CompletionRows.of(prompts, completions, settings.padId());
+        boolean[] truncated = new boolean[completions.size()];
+        for (int i = 0; i < truncated.length; i++) {
+            long[] c = completions.get(i);
+            truncated[i] = c.length == 0 || !(settings.eosIds().contains(c[c.length - 1]) || c[c.length - 1] == settings.padId());
+        }
+        float[] mask = rows.completionMask().clone();
+        if (settings.maskTruncated()) {
+            for (int i = 0; i < mask.length; i++) {
+                mask[i] = truncated[i / rows.columns()] ? 0f : mask[i];
+            }
+        }
         ModelInputs modelInputs = rows.inputs(manager);
         NDArray reference = null;
-        if (settings.loss().beta() > 0) {
-            try (AdapterSwitch.Restore base = adapters.disabled()) {
+        if (settings.loss().beta() != 0) {
+            try (AdapterSwitch.Restore frozen = adapters.reference()) {
                 reference = rows.tokenLogProbs(NoGradient.logits(model, modelInputs), manager);
             }
         }
-        NDArray logp = rows.tokenLogProbs(forward.logits(modelInputs), manager);
+        NDArray logits = forward.logits(modelInputs);
+        NDArray logp = rows.tokenLogProbs(logits, manager);
         GrpoLoss.Result result = settings.loss().compute(logp, logp.stopGradient(), reference, advantages.values(),
-                rows.mask(manager), rows.completionLengths(), manager);
+                mask, manager);
 
         Map<String, Double> metrics = new LinkedHashMap<>(result.metrics());
+        metrics.put("entropy", maskedMean(rows.stats(logits).entropy(), mask, rows));
         metrics.put("reward", mean(scores.total()));
-        metrics.put("reward_std", advantages.meanGroupStd());
-        scores.byFunction().forEach((label, values) -> metrics.put("rewards/" + label, mean(values)));
-        metrics.put("completion_length", java.util.Arrays.stream(rows.completionLengths()).average().orElse(0));
-        return new Loss(result.sum(), metrics);
+        metrics.put("reward_std", advantages.rewardStd());
+        metrics.put("frac_reward_zero_std", advantages.zeroStdShare());
+        scores.byFunction().forEach((label, values) -> {
+            metrics.put("rewards/" + label + "/mean", mean(values));
+            metrics.put("rewards/" + label + "/std", Advantages.std(values, 0, values.length));
+        });
+        metrics.putAll(completionMetrics(rows.completionLengths(), truncated));
+        return new Loss(result.sum(), metrics, result.units());
+    }
+
+    /** TRL's {@code completions/*}: lengths over all completions and over those that ended with EOS. */
+    public static Map<String, Double> completionMetrics(int[] lengths, boolean[] truncated) {
+        Map<String, Double> metrics = new LinkedHashMap<>();
+        metrics.put("completions/mean_length", java.util.Arrays.stream(lengths).average().orElse(0));
+        metrics.put("completions/min_length", (double) java.util.Arrays.stream(lengths).min().orElse(0));
+        metrics.put("completions/max_length", (double) java.util.Arrays.stream(lengths).max().orElse(0));
+        int cut = 0;
+        List<Integer> terminated = new ArrayList<>();
+        for (int i = 0; i < lengths.length; i++) {
+            if (truncated[i]) {
+                cut++;
+            } else {
+                terminated.add(lengths[i]);
+            }
+        }
+        metrics.put("completions/clipped_ratio", (double) cut / Math.max(1, lengths.length));
+        // TRL reports 0 when no completion terminated
+        metrics.put("completions/mean_terminated_length",
+                terminated.stream().mapToInt(Integer::intValue).average().orElse(0));
+        metrics.put("completions/min_terminated_length",
+                (double) terminated.stream().mapToInt(Integer::intValue).min().orElse(0));
+        metrics.put("completions/max_terminated_length",
+                (double) terminated.stream().mapToInt(Integer::intValue).max().orElse(0));
+        return metrics;
+    }
+
+    /** Σ of per-row sums over the counted tokens ÷ the counted tokens (rows whose mask was zeroed drop out). */
+    private static double maskedMean(double[] perRowSums, float[] mask, CompletionRows rows) {
+        double sum = 0;
+        double tokens = 0;
+        for (int r = 0; r < rows.rows(); r++) {
+            int counted = 0;
+            for (int t = 0; t < rows.columns(); t++) {
+                counted += mask[r * rows.columns() + t] != 0 ? 1 : 0;
+            }
+            if (counted > 0) {
+                sum += perRowSums[r];
+                tokens += counted;
+            }
+        }
+        return tokens == 0 ? 0 : sum / tokens;
     }
 
     /** Samples with dropout off and, for LoRA, the adapter on: the policy as it stands. */
     private List<long[]> rollout(List<long[]> prompts, long seed) {
+        Recipe.Objective.Sampling filters = settings.sampling();
         GenerationSettings sampling = new GenerationSettings(settings.maxCompletionLength(),
-                (float) settings.temperature(), 0, 1f, seed, settings.eosIds(), List.of());
+                (float) settings.temperature(), filters.topK(), (float) filters.topP(), seed, settings.eosIds(),
+                List.of(), (float) filters.minP(), (float) filters.repetitionPenalty());
         List<Completion> completions;
         if (adapters == null) {
             completions = generator.generate(prompts, sampling);

@@ -8,6 +8,7 @@ import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDManager;
 import ai.djl.ndarray.types.Shape;
 import ai.djl.training.GradientCollector;
+import dev.finetune.recipes.ScaleRewards;
 import org.junit.jupiter.api.Test;
 
 /** Group normalisation, clipping and the KL term against values worked out by hand. */
@@ -15,13 +16,18 @@ class GrpoLossTest {
 
     @Test
     void advantagesAreNormalisedWithinEachGroup() {
-        Advantages a = Advantages.of(new double[] {1, 0, 0, 1, 2, 2, 2, 2}, 4, true);
+        Advantages a = Advantages.of(new double[] {1, 0, 0, 1, 2, 2, 2, 2}, 4, ScaleRewards.GROUP);
         double std = Math.sqrt((4 * 0.25) / 3); // unbiased, as torch.std
         double up = 0.5 / (std + 1e-4);
         assertArrayEquals(new double[] {up, -up, -up, up, 0, 0, 0, 0}, a.values(), 1e-12);
-        assertEquals(std / 2, a.meanGroupStd(), 1e-12);
-        Advantages centred = Advantages.of(new double[] {3, 1, 5, 5}, 2, false);
+        // TRL's reward_std is over the batch: mean 1.25, squares 1.5625·… summed 5.5, over 7
+        assertEquals(Math.sqrt(5.5 / 7), a.rewardStd(), 1e-12);
+        assertEquals(0.5, a.zeroStdShare(), 1e-12, "the second group's rewards are all equal");
+        Advantages centred = Advantages.of(new double[] {3, 1, 5, 5}, 2, ScaleRewards.NONE);
         assertArrayEquals(new double[] {1, -1, 0, 0}, centred.values(), 1e-12);
+        Advantages batch = Advantages.of(new double[] {3, 1, 5, 5}, 2, ScaleRewards.BATCH);
+        double batchStd = Math.sqrt((0.25 + 6.25 + 2.25 + 2.25) / 3); // around the batch mean 3.5
+        assertArrayEquals(new double[] {1 / (batchStd + 1e-4), -1 / (batchStd + 1e-4), 0, 0}, batch.values(), 1e-12);
     }
 
     /**
@@ -50,12 +56,12 @@ class GrpoLossTest {
             GrpoLoss.Result result;
             try (GradientCollector collector = Engine.getInstance().newGradientCollector()) {
                 result = new GrpoLoss(0.2, beta).compute(policy, manager.create(old, shape),
-                        manager.create(ref, shape), ADVANTAGES, manager.create(MASK, shape), new int[] {2, 3}, manager);
+                        manager.create(ref, shape), ADVANTAGES, MASK, manager);
                 System.gc();
                 collector.backward(result.sum());
             }
-            return new Run(result.sum().getFloat(), result.metrics().get("kl"), result.metrics().get("clip_ratio"),
-                    policy.getGradient().toFloatArray());
+            return new Run(result.sum().getFloat(), result.metrics().getOrDefault("kl", 0.0),
+                    result.metrics().get("clip_ratio/region_mean"), policy.getGradient().toFloatArray());
         }
     }
 

@@ -1,6 +1,7 @@
 package dev.finetune.trainers.train.grpo;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -79,10 +80,13 @@ class GrpoObjectiveTest {
             assertEquals(2, lines.size());
             for (Map<String, Object> line : lines) {
                 assertEquals(1.0, line.get("reward"));
-                assertEquals(1.0, line.get("rewards/always"));
+                assertEquals(1.0, line.get("rewards/always/mean"));
+                assertEquals(0.0, line.get("rewards/always/std"));
+                assertEquals(1.0, line.get("frac_reward_zero_std"));
+                assertFalse(line.containsKey("kl"), "no kl at beta 0, as TRL logs");
                 assertEquals(0.0, line.get("reward_std"));
                 assertEquals(0.0, (double) line.get("grad_norm"), "zero advantage, zero gradient");
-                assertTrue((double) line.get("completion_length") >= 1);
+                assertTrue((double) line.get("completions/mean_length") >= 1);
             }
             double decay = Math.pow(1 - LEARNING_RATE * WEIGHT_DECAY, 2);
             List<NamedArray> params = model.trainable();
