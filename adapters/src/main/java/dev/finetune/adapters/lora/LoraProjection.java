@@ -92,8 +92,14 @@ public final class LoraProjection implements Projection {
      * "ref" adapter when training continues a saved one.
      */
     void freezeReference(NDManager manager) {
-        frozenA = a.duplicate();
-        frozenB = b.duplicate();
+        boolean gradMode = JniUtils.isGradMode();
+        JniUtils.setGradMode(false);
+        try (NDArray detachedA = a.stopGradient(); NDArray detachedB = b.stopGradient()) {
+            frozenA = detachedA.duplicate();
+            frozenB = detachedB.duplicate();
+        } finally {
+            JniUtils.setGradMode(gradMode);
+        }
         frozenA.attach(manager);
         frozenB.attach(manager);
         ai.djl.ndarray.NDScope.unregister(frozenA, frozenB);

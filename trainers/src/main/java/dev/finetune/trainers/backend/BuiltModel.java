@@ -161,6 +161,11 @@ final class BuiltModel {
         }
 
         @Override
+        public long parameterCount() {
+            return model.parameterCount();
+        }
+
+        @Override
         public void setTraining(boolean training) {
             model.setTraining(training);
             if (lora != null) {

@@ -71,7 +71,7 @@ public final class SingleDeviceBackend {
         OutputFolder.check(Path.of(recipe.output().outputDir()), inputs(validated), resuming(recipe),
                 recipe.output().overwriteOutputDir());
         for (String setting : notActedOn(recipe)) {
-            LOG.warn("warning: {} (the single-device trainer does not act on it yet)", setting);
+            LOG.warn("{} (the single-device trainer does not act on it yet)", setting);
         }
         if (!(recipe.objective() instanceof Recipe.Objective.Sft)) {
             return RlTraining.train(validated, settings);

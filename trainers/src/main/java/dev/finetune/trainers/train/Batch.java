@@ -15,4 +15,12 @@ public interface Batch {
      * gives exactly the loss of one batch k times as large, padding or not.
      */
     long lossWeight();
+
+    /**
+     * Examples in the batch as the Hugging Face Trainer counts them for {@code train_samples_per_second}: rows
+     * (packed sequences for SFT, pairs for DPO, completions for GRPO).
+     */
+    default long samples() {
+        return 1;
+    }
 }

@@ -36,6 +36,19 @@ public final class LlamaTrainable implements TrainableModel<LlamaTrainable.Share
         return model.trainable();
     }
 
+    /** The checkpoint's weights but the embedding table (a tied head is the same tensor), plus any adapters. */
+    @Override
+    public long parameterCount() {
+        long base = 0;
+        for (java.util.Map.Entry<String, ai.djl.ndarray.types.Shape> e : LlamaModel.expectedShapes(model.config())
+                .entrySet()) {
+            base += e.getKey().equals("model.embed_tokens.weight") ? 0 : e.getValue().size();
+        }
+        long adapters = trainable().stream().filter(p -> p.name().contains(".lora_"))
+                .mapToLong(p -> p.array().size()).sum();
+        return base + adapters;
+    }
+
     /**
      * The base model has no dropout; LoRA dropout belongs to the adapter projections, which take the switch from
      * here once they have one.

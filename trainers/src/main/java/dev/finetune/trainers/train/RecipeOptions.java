@@ -58,6 +58,7 @@ public final class RecipeOptions {
         options.warmupSteps((int) plan.warmupSteps());
         options.evalSteps(plan.evalEvery());
         options.saveSteps(plan.saveEvery());
+        options.loggingSteps(plan.logEvery());
         return options.build();
     }
 

@@ -19,6 +19,14 @@ public interface TrainableModel<C> {
     /** The arrays the optimizer updates, with the names they are checkpointed under; requires-gradient is set. */
     List<NamedArray> trainable();
 
+    /**
+     * Parameters outside the embedding table, frozen ones included: what the Hugging Face Trainer's
+     * {@code total_flos} counts ({@code 6 × tokens × parameters}). By default the trainable ones only.
+     */
+    default long parameterCount() {
+        return trainable().stream().mapToLong(p -> p.array().size()).sum();
+    }
+
     /** Switches dropout on (training) or off (evaluation, generation, reference passes). */
     void setTraining(boolean training);
 

@@ -16,6 +16,8 @@ import dev.finetune.trainers.train.checkpoint.TrainerState;
 import dev.finetune.trainers.train.optim.AdamW;
 import dev.finetune.trainers.train.optim.GradientClipping;
 import dev.finetune.trainers.train.optim.LrSchedule;
+import dev.finetune.trainers.train.output.LogWindow;
+import dev.finetune.trainers.train.output.TrainResults;
 import dev.finetune.trainers.train.output.LossCurve;
 import dev.finetune.trainers.train.output.MetricsLog;
 import dev.finetune.trainers.train.output.NativeHeap;
@@ -77,6 +79,7 @@ public final class Trainer<B extends Batch> {
     private final TrainingOptions options;
     private final NDManager manager;
     private final Listener listener;
+    private long numTokens;
 
     /**
      * @param train the training micro batches of one epoch
@@ -118,6 +121,7 @@ public final class Trainer<B extends Batch> {
 
         boolean gradModeBefore = JniUtils.isGradMode();
         JniUtils.setGradMode(false);
+        long started = System.nanoTime();
         long step = 0;
         MetricsLog metrics;
         Path resumeFrom = resumeFolder(options, checkpoints);
@@ -132,6 +136,15 @@ public final class Trainer<B extends Batch> {
         double firstEval = Double.NaN;
         double lastEval = Double.NaN;
         double lastLoss = Double.NaN;
+        long firstStep = step;
+        double lossSum = 0;
+        long samples = 0;
+        // TRL's num_tokens: every real token trained on so far, the resumed run's included
+        numTokens = 0;
+        for (long p = 0; p < step * options.gradientAccumulationSteps(); p++) {
+            numTokens += train.get(order.at(p)).tokenCount();
+        }
+        LogWindow window = new LogWindow(options.loggingSteps());
         try (metrics; Progress progress = Progress.forRun(step, totalSteps)) {
             if (step == 0 && !eval.isEmpty()) {
                 Map<String, Object> line = new LinkedHashMap<>();
@@ -151,11 +164,18 @@ public final class Trainer<B extends Batch> {
                 long consumed = position + options.gradientAccumulationSteps();
                 line.put("epoch", (double) consumed / perEpoch);
                 lastLoss = (double) line.get("loss");
+                lossSum += lastLoss;
+                for (long p = position; p < consumed; p++) {
+                    samples += train.get(order.at(p)).samples();
+                }
                 if (!eval.isEmpty() && (step == totalSteps
                         || (options.evalSteps() > 0 && step % options.evalSteps() == 0))) {
                     lastEval = evaluate(line);
                 }
-                metrics.write(line);
+                Map<String, Object> logged = window.add(step, totalSteps, line);
+                if (logged != null) {
+                    metrics.write(logged);
+                }
                 progress.step(step, lastLoss, (double) line.get("tokens_per_second"));
                 listener.afterStep(step, line);
                 if (options.saveSteps() > 0 && (step % options.saveSteps() == 0 || step == totalSteps)) {
@@ -168,11 +188,35 @@ public final class Trainer<B extends Batch> {
                     LossCurve.draw(metrics.file(), outputDir);
                 }
             }
+            if (step > firstStep) {
+                Map<String, Object> summary = summary(step, (double) step * options.gradientAccumulationSteps() / perEpoch,
+                        (System.nanoTime() - started) / 1e9, step - firstStep, samples, lossSum);
+                TrainResults.write(outputDir, summary);
+                LOG.info("run summary: {}", summary);
+            }
             LossCurve.draw(metrics.file(), outputDir);
         } finally {
             JniUtils.setGradMode(gradModeBefore);
         }
         return new Summary(step, lastLoss, firstEval, lastEval);
+    }
+
+    /**
+     * The Hugging Face Trainer's closing log entry, for this run (a resumed run counts its own steps and time):
+     * {@code total_flos} is its {@code 6 × tokens × parameters} (embeddings excepted) over all tokens so far.
+     */
+    private Map<String, Object> summary(long step, double epoch, double seconds, long steps, long samples,
+            double lossSum) {
+        Map<String, Object> line = new LinkedHashMap<>();
+        line.put("step", step);
+        line.put("epoch", epoch);
+        line.put("train_runtime", seconds);
+        line.put("train_samples_per_second", samples / seconds);
+        line.put("train_steps_per_second", steps / seconds);
+        line.put("train_loss", lossSum / steps);
+        line.put("total_flos", 6.0 * numTokens * model.parameterCount());
+        line.put("num_tokens", numTokens);
+        return line;
     }
 
     /** One optimizer step over the accumulation window that starts at data position {@code position}. */
@@ -242,6 +286,8 @@ public final class Trainer<B extends Batch> {
         line.put("learning_rate", lr);
         line.put("grad_norm", gradNorm);
         line.put("tokens_per_second", tokens / seconds);
+        numTokens += tokens;
+        line.put("num_tokens", numTokens);
         line.put("peak_memory_mb", PeakMemory.megabytes());
         line.putAll(metricSums);
         return line;

@@ -15,6 +15,7 @@ import java.util.TreeMap;
  * @param evalSteps {@code eval_steps}; 0 or less: evaluate only before the first and after the last step
  * @param saveSteps {@code save_steps}; 0 or less: no checkpoints
  * @param saveTotalLimit {@code save_total_limit}; 0 or less: keep all
+ * @param loggingSteps {@code logging_steps}: steps folded into one line of {@code metrics.jsonl} (at least 1)
  * @param resumeInvariants the recipe values a checkpoint is only valid for (model, adapter, dataset identity,
  *     {@code sequence_len}, …): a resume with any of them changed is refused
  * @param stopOnNonFinite {@code stop_on_nonfinite}: a NaN or infinite loss or gradient norm stops the run before
@@ -38,6 +39,7 @@ public record TrainingOptions(
         int evalSteps,
         int saveSteps,
         int saveTotalLimit,
+        int loggingSteps,
         Path outputDir,
         Resume resumeFromCheckpoint,
         long seed,
@@ -98,6 +100,7 @@ public record TrainingOptions(
         b.evalSteps = evalSteps;
         b.saveSteps = saveSteps;
         b.saveTotalLimit = saveTotalLimit;
+        b.loggingSteps = loggingSteps;
         b.resumeFromCheckpoint = resumeFromCheckpoint;
         b.seed = seed;
         b.resumeInvariants = resumeInvariants;
@@ -125,6 +128,7 @@ public record TrainingOptions(
         private int evalSteps = 0;
         private int saveSteps = 0;
         private int saveTotalLimit = 0;
+        private int loggingSteps = 1;
         private Resume resumeFromCheckpoint = new Resume.Fresh();
         private long seed = 42;
         private Map<String, String> resumeInvariants = Map.of();
@@ -151,6 +155,7 @@ public record TrainingOptions(
         public Builder evalSteps(int v) { evalSteps = v; return this; }
         public Builder saveSteps(int v) { saveSteps = v; return this; }
         public Builder saveTotalLimit(int v) { saveTotalLimit = v; return this; }
+        public Builder loggingSteps(int v) { loggingSteps = v; return this; }
         public Builder resumeFromCheckpoint(Resume v) { resumeFromCheckpoint = v; return this; }
         public Builder seed(long v) { seed = v; return this; }
         public Builder resumeInvariants(Map<String, String> v) { resumeInvariants = v; return this; }
@@ -159,7 +164,7 @@ public record TrainingOptions(
         public TrainingOptions build() {
             return new TrainingOptions(gradientAccumulationSteps, numEpochs, maxSteps, learningRate, lrScheduler,
                     cosineMinLrRatio, warmupSteps, warmupRatio, weightDecay, adamBeta1, adamBeta2, adamEpsilon,
-                    maxGradNorm, gradientCheckpointing, evalSteps, saveSteps, saveTotalLimit, outputDir,
+                    maxGradNorm, gradientCheckpointing, evalSteps, saveSteps, saveTotalLimit, loggingSteps, outputDir,
                     resumeFromCheckpoint, seed, resumeInvariants, stopOnNonFinite);
         }
     }

@@ -23,7 +23,8 @@ class RlKillDrillTest {
     private static final List<String> DPO = List.of("loss", "grad_norm", "learning_rate", "eval_loss",
             "rewards/chosen", "rewards/rejected", "rewards/margins", "eval_rewards/accuracies");
     private static final List<String> GRPO = List.of("loss", "grad_norm", "learning_rate", "eval_loss", "reward",
-            "reward_std", "rewards/the", "rewards/short", "kl", "completion_length", "clip_ratio", "eval_reward");
+            "reward_std", "rewards/the/mean", "rewards/short/mean", "kl", "completions/mean_length", "clip_ratio/region_mean",
+            "eval_reward");
 
     private static void drill(Path dir, String objective, List<String> exact) throws Exception {
         Path reference = dir.resolve(objective + "-uninterrupted");

@@ -50,6 +50,11 @@ public record DpoBatch(CompletionRows rows, float[] reference) implements Batch 
         return rows.tokenCount();
     }
 
+    @Override
+    public long samples() {
+        return pairs();
+    }
+
     /** The loss is summed over pairs, so accumulation averages over every pair of the window. */
     @Override
     public long lossWeight() {

@@ -25,6 +25,11 @@ public record GrpoBatch(List<GrpoPrompt> prompts, int numGenerations) implements
         return (long) numGenerations * prompts.stream().mapToLong(p -> p.ids().length).sum();
     }
 
+    @Override
+    public long samples() {
+        return lossWeight();
+    }
+
     /** The loss is a sum over completions, so the loop averages over every completion of the window. */
     @Override
     public long lossWeight() {

@@ -20,8 +20,9 @@ import java.util.List;
 import java.util.Map;
 
 /**
- * {@code metrics.jsonl}: one JSON object per line, one line per optimizer step (plus step 0's evaluation), under
- * the Hugging Face Trainer's names.
+ * {@code metrics.jsonl}: one JSON object per line, under the Hugging Face Trainer's names, as its
+ * {@code log_history} holds them: one line per {@code logging_steps} optimizer steps, and for every evaluation
+ * (step 0's included) and the last step. The run's summary goes to {@link TrainResults}.
  *
  * <p>On resume the lines after the checkpoint's step are dropped (they belong to the lost steps, and a kill may
  * have cut the last one in half), so the file reads as if the run had never stopped.

@@ -37,6 +37,11 @@ public record SftBatch(
         return tokens;
     }
 
+    @Override
+    public long samples() {
+        return rows;
+    }
+
     /** Target tokens: positions {@code t} whose next label is trained on. */
     @Override
     public long lossWeight() {

@@ -29,7 +29,47 @@ public final class SftObjective implements Objective<SftBatch> {
         // Backward needs the log-softmax, not the logits: free the step's largest array ([B, T, V]) before backward
         // rather than when the step's scope closes. Autograd holds its own references to what it saved.
         logits.close();
-        return new Loss(sumOfTargetLosses(logProbabilities, batch, manager), Map.of());
+        NDArray sum = sumOfTargetLosses(logProbabilities, batch, manager);
+        return new Loss(sum, tokenMetrics(logProbabilities, batch));
+    }
+
+    /**
+     * TRL's {@code mean_token_accuracy} (the argmax is the target) and {@code entropy} of the predicted
+     * distribution, both over the target tokens. Read outside the graph one row at a time, so the temporaries
+     * stay at one row's {@code [T, V]}.
+     */
+    static Map<String, Double> tokenMetrics(NDArray logProbabilities, SftBatch batch) {
+        int rows = batch.rows();
+        int columns = batch.columns();
+        long[] labels = batch.labels();
+        double entropy = 0;
+        long correct = 0;
+        long targets = 0;
+        boolean gradMode = ai.djl.pytorch.jni.JniUtils.isGradMode();
+        ai.djl.pytorch.jni.JniUtils.setGradMode(false);
+        try (NDArray detached = logProbabilities.stopGradient()) {
+            for (int r = 0; r < rows; r++) {
+                float[] h;
+                long[] best;
+                try (NDArray row = detached.get(r); NDArray p = row.exp(); NDArray plogp = p.mul(row);
+                        NDArray sum = plogp.sum(new int[] {-1}); NDArray argmax = row.argMax(-1)) {
+                    h = sum.toFloatArray();
+                    best = argmax.toLongArray();
+                }
+                for (int t = 0; t + 1 < columns; t++) {
+                    long next = labels[r * columns + t + 1];
+                    if (next != SftBatch.IGNORE) {
+                        targets++;
+                        entropy -= h[t];
+                        correct += best[t] == next ? 1 : 0;
+                    }
+                }
+            }
+        } finally {
+            ai.djl.pytorch.jni.JniUtils.setGradMode(gradMode);
+        }
+        return Map.of("mean_token_accuracy", targets == 0 ? 0.0 : (double) correct / targets,
+                "entropy", targets == 0 ? 0.0 : entropy / targets);
     }
 
     /** Σ over target tokens of {@code -log softmax(logits)[target]}; {@code logits [B, T, V]}. */

@@ -90,4 +90,38 @@ class DpoObjectiveTest {
                 reference[2], reference[3]}, 1e-4f);
         }
     }
+
+    @Test
+    void aContinuedAdapterIsItsOwnReferenceAsInTrlAndTheBaseOnlyWhenNotFrozen() {
+        AdapterSpec.Lora spec = new AdapterSpec.Lora(4, 8, 0, List.of(), true, false, null);
+        for (boolean frozen : new boolean[] {true, false}) {
+            try (NDManager manager = NDManager.newBaseManager()) {
+                LoraFactory factory = new LoraFactory(spec, manager, 7);
+                LlamaTrainable model = new LlamaTrainable(LlamaModel.load(Stories260KReference.modelDir(), manager,
+                        LoadOptions.adapters(factory)));
+                // what lora_model_dir loads: an adapter that already moved away from the base (B no longer 0)
+                java.util.SplittableRandom random = new java.util.SplittableRandom(3);
+                for (NamedArray p : model.trainable()) {
+                    float[] values = p.array().toFloatArray();
+                    for (int i = 0; i < values.length; i++) {
+                        values[i] += (float) (0.05 * (random.nextDouble() * 2 - 1));
+                    }
+                    p.array().set(values);
+                }
+                if (frozen) {
+                    factory.freezeReference();
+                }
+                DpoObjective objective = new DpoObjective(new DpoLoss(DpoLossType.SIGMOID, 0.1, 0), model,
+                        factory.adapters());
+                Step step = step(objective, DpoBatch.of(PAIRS, 0), model, manager, false);
+                if (frozen) {
+                    assertEquals(2 * Math.log(2), step.loss(), 1e-6, "policy = reference at step 0");
+                    assertEquals(0.0, step.metrics().get("rewards/margins"), 1e-9);
+                } else {
+                    assertTrue(Math.abs(step.metrics().get("rewards/margins")) > 1e-4,
+                            "against the base model the loaded adapter already has a margin");
+                }
+            }
+        }
+    }
 }

@@ -1,0 +1,73 @@
+package dev.finetune.trainers.train;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import ai.djl.ndarray.NDManager;
+import com.google.gson.JsonObject;
+import dev.finetune.trainers.train.optim.LrSchedule;
+import dev.finetune.trainers.train.output.MetricsLog;
+import dev.finetune.trainers.train.output.TrainResults;
+import dev.finetune.trainers.train.sft.SftBatch;
+import dev.finetune.trainers.train.sft.SftObjective;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/** {@code logging_steps} and TRL's {@code num_tokens} in {@code metrics.jsonl}, the HF run summary beside it. */
+class LoggingStepsTest {
+
+    @Test
+    void everyThirdStepIsLoggedAsTheMeanOfItsStepsThenTheSummary(@TempDir Path dir) throws Exception {
+        List<SftBatch> data = ToyData.batches(4, 2, 6, 11, 3);
+        List<Map<String, Object>> steps = new ArrayList<>();
+        try (NDManager manager = NDManager.newBaseManager()) {
+            ToyModel model = new ToyModel(manager, 11, 8, 2, 0.0, true, 5);
+            TrainingOptions options = TrainingOptions.builder(dir).maxSteps(7).learningRate(0.05)
+                    .lrScheduler(LrSchedule.CONSTANT).loggingSteps(3).build();
+            new Trainer<>(model, new SftObjective(), data, List.of(), options, manager, new Trainer.Listener() {
+                @Override
+                public void afterStep(long step, Map<String, Object> metrics) {
+                    steps.add(metrics);
+                }
+            }).run();
+        }
+        List<JsonObject> lines = MetricsLog.read(dir.resolve(MetricsLog.FILE));
+        assertEquals(List.of(3L, 6L, 7L), lines.stream().map(l -> l.get("step").getAsLong()).toList(),
+                "steps 3 and 6, and the last step");
+        double firstThree = (loss(steps.get(0)) + loss(steps.get(1)) + loss(steps.get(2))) / 3;
+        assertEquals(firstThree, lines.get(0).get("loss").getAsDouble(), 1e-12, "the interval's mean loss");
+        assertEquals((double) steps.get(2).get("learning_rate"), lines.get(0).get("learning_rate").getAsDouble());
+        assertEquals((double) steps.get(2).get("grad_norm"), lines.get(0).get("grad_norm").getAsDouble(),
+                "the last step's gradient norm, as HF logs it");
+        long tokens = 0;
+        DataOrder order = new DataOrder(data.size(), 42);
+        for (int i = 0; i < 7; i++) {
+            tokens += data.get(order.at(i)).tokenCount();
+        }
+        assertEquals(tokens, lines.get(2).get("num_tokens").getAsLong(), "every real token of the 7 steps");
+        JsonObject summary = com.google.gson.JsonParser.parseString(java.nio.file.Files.readString(
+                dir.resolve(TrainResults.FILE))).getAsJsonObject();
+        double meanLoss = steps.stream().mapToDouble(LoggingStepsTest::loss).average().orElseThrow();
+        assertEquals(meanLoss, summary.get("train_loss").getAsDouble(), 1e-12);
+        double runtime = summary.get("train_runtime").getAsDouble();
+        assertTrue(runtime > 0);
+        assertEquals(7 / runtime, summary.get("train_steps_per_second").getAsDouble(), 1e-9 * 7 / runtime);
+        assertEquals(7 * 2 / runtime, summary.get("train_samples_per_second").getAsDouble(), 1e-9 * 14 / runtime,
+                "two rows per micro batch");
+        assertTrue(summary.get("total_flos").getAsDouble() > 6.0 * tokens, "6 x tokens x parameters");
+        for (Map<String, Object> step : steps) {
+            double accuracy = (double) step.get("mean_token_accuracy");
+            assertTrue(accuracy >= 0 && accuracy <= 1, "TRL's mean_token_accuracy: " + accuracy);
+            assertTrue((double) step.get("entropy") > 0 && (double) step.get("entropy") <= Math.log(11) + 1e-6,
+                    "the entropy of a distribution over 11 tokens: " + step.get("entropy"));
+        }
+    }
+
+    private static double loss(Map<String, Object> line) {
+        return (double) line.get("loss");
+    }
+}
