@@ -4,6 +4,7 @@ import dev.finetune.recipes.KeyReader.Problems;
 import dev.finetune.recipes.YamlNode.Mapping;
 import dev.finetune.recipes.YamlNode.Scalar;
 import dev.finetune.recipes.YamlNode.Sequence;
+import dev.finetune.recipes.model.ModelSource;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -28,6 +29,8 @@ final class ModelSection {
 
     private final Problems problems;
     private final Path recipeDir;
+    /** {@code base_model_config} or {@code base_model}, once {@link #model} has read them. */
+    private String architectureName;
 
     ModelSection(Problems problems, Path recipeDir) {
         this.problems = problems;
@@ -95,6 +98,7 @@ final class ModelSection {
                     "add chat_template_jinja: with the template text or a file path");
         }
         List<String> eot = top.strings("eot_tokens", false);
+        this.architectureName = baseModelConfig != null ? baseModelConfig : baseModel;
         return new Recipe.Model(baseModel, baseModelConfig, tokenizerConfig, trustRemoteCode, Map.copyOf(specialTokens),
                 chatTemplate, chatTemplateJinja, eot == null ? List.of() : eot);
     }
@@ -184,6 +188,9 @@ final class ModelSection {
                 }
             }
         }
+        if (targets != null && !targets.isEmpty()) {
+            requireTargetsExist(top, targets);
+        }
         if (Boolean.TRUE.equals(fanInFanOut)) {
             problems.error(top.at("lora_fan_in_fan_out"), "lora_fan_in_fan_out: true is unsupported (Llama-family weights are not transposed)",
                     "remove it");
@@ -193,4 +200,29 @@ final class ModelSection {
                 targets == null ? List.of() : targets, linear, rslora, quant);
     }
 
+
+    /**
+     * When the architecture is known (a local config.json or the built-in table), every target name must name one of
+     * its modules: a misspelt entry would otherwise leave that projection without an adapter, silently.
+     */
+    private void requireTargetsExist(KeyReader top, List<String> targets) {
+        if (architectureName == null || architectureName.isBlank()) {
+            return;
+        }
+        ModelSource source;
+        try {
+            source = ModelSource.resolve(architectureName, recipeDir, null);
+        } catch (UserError e) {
+            return; // an unreadable config.json is the model loader's error to report, with its own message
+        }
+        if (!(source instanceof ModelSource.Found found)) {
+            return;
+        }
+        List<String> modules = found.config().parameters().linearModules();
+        List<String> linears = List.copyOf(LoraTargets.shortNames(modules));
+        for (LoraTargets.Unmatched u : LoraTargets.of(targets).unmatched(modules)) {
+            Object where = top.at("lora_target_modules");
+            problems.error(where, u.message(found.config().modelType() + " model (" + found.from() + ")"), u.hint(linears));
+        }
+    }
 }

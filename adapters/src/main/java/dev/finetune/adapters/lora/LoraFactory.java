@@ -12,6 +12,7 @@ import dev.finetune.adapters.Scalars;
 import dev.finetune.adapters.nf4.Nf4Projection;
 import dev.finetune.adapters.peft.AdapterConfig;
 import dev.finetune.recipes.AdapterSpec;
+import dev.finetune.recipes.LoraTargets;
 import dev.finetune.recipes.UserError;
 import java.util.ArrayList;
 import java.util.Collections;
@@ -88,7 +89,10 @@ public final class LoraFactory implements ProjectionFactory {
         }
     }
 
-    /** The layers that got an adapter, in build order; a recipe that matched nothing is a {@link UserError}. */
+    /**
+     * The layers that got an adapter, in build order; a recipe that matched nothing, or whose target list has an entry
+     * that matches no layer (a misspelt {@code q_prj}), is a {@link UserError}.
+     */
     public List<String> requireMatches() {
         if (matched.isEmpty()) {
             String available = String.join(", ", shortNames(built));
@@ -96,6 +100,11 @@ public final class LoraFactory implements ProjectionFactory {
                     "matched none of the model's " + built.size() + " linear layers " + describe()
                             + "; this model has: " + available,
                     "list some of these names in lora_target_modules, or set lora_target_linear: true");
+        }
+        List<LoraTargets.Unmatched> unmatched = targets.unmatched(built);
+        if (!unmatched.isEmpty()) {
+            LoraTargets.Unmatched u = unmatched.get(0);
+            throw new UserError("lora_target_modules", u.message("model"), u.hint(LoraTargets.shortNames(built)));
         }
         return Collections.unmodifiableList(matched);
     }

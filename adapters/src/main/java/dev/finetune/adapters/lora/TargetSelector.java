@@ -1,8 +1,8 @@
 package dev.finetune.adapters.lora;
 
 import dev.finetune.recipes.AdapterSpec;
+import dev.finetune.recipes.LoraTargets;
 import dev.finetune.recipes.UserError;
-import java.util.ArrayList;
 import java.util.List;
 import java.util.regex.Pattern;
 import java.util.regex.PatternSyntaxException;
@@ -17,28 +17,27 @@ import java.util.regex.PatternSyntaxException;
  */
 public final class TargetSelector {
     private final List<String> names;
-    private final List<Pattern> patterns;
+    private final LoraTargets targets;
     private final boolean allLinear;
 
-    private TargetSelector(List<String> names, List<Pattern> patterns, boolean allLinear) {
+    private TargetSelector(List<String> names, boolean allLinear) {
         this.names = names;
-        this.patterns = patterns;
+        this.targets = LoraTargets.of(names);
         this.allLinear = allLinear;
     }
 
     public static TargetSelector of(AdapterSpec.Lora spec) {
         List<String> names = spec.targetModules() == null ? List.of() : List.copyOf(spec.targetModules());
-        List<Pattern> patterns = new ArrayList<>();
         for (String name : names) {
             try {
-                patterns.add(Pattern.compile(name));
+                Pattern.compile(name);
             } catch (PatternSyntaxException e) {
                 throw new UserError("lora_target_modules", "'" + name + "' is neither a module name nor a valid"
                         + " regular expression: " + e.getDescription(),
                         "use a module name such as q_proj or a regex such as .*\\.(q|v)_proj");
             }
         }
-        return new TargetSelector(names, List.copyOf(patterns), spec.targetAllLinear());
+        return new TargetSelector(names, spec.targetAllLinear());
     }
 
     /** The output head: never quantized, and adapted only when named explicitly. */
@@ -52,15 +51,13 @@ public final class TargetSelector {
     }
 
     public boolean matches(String layerName) {
-        if (allLinear && !isOutputHead(layerName)) {
-            return true;
-        }
-        for (int i = 0; i < names.size(); i++) {
-            String name = names.get(i);
-            if (layerName.equals(name) || layerName.endsWith("." + name) || patterns.get(i).matcher(layerName).matches()) {
-                return true;
-            }
-        }
-        return false;
+        return (allLinear && !isOutputHead(layerName)) || targets.matches(layerName);
+    }
+
+    /**
+     * The named entries that match none of the layers the model built: the plan's check, on the real module names.
+     */
+    public List<LoraTargets.Unmatched> unmatched(List<String> builtLayers) {
+        return targets.unmatched(builtLayers);
     }
 }

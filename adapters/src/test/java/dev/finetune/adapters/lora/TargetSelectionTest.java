@@ -106,6 +106,21 @@ class TargetSelectionTest {
         }
     }
 
+    /** The plan's check, on the names the model really built: one misspelt entry fails, even when another matched. */
+    @Test
+    void anEntryThatMatchesNoBuiltLayerFailsWithDidYouMean() {
+        try (NDManager manager = NDManager.newBaseManager()) {
+            List<String> adapted = new ArrayList<>();
+            LoraFactory factory = build(manager, List.of("q_prj", "v_proj"), false, adapted);
+            assertEquals(2, adapted.size());
+            UserError error = assertThrows(UserError.class, factory::requireMatches);
+            assertEquals("lora_target_modules", error.where());
+            String line = error.oneLine();
+            assertTrue(line.contains("entry 'q_prj' matches no linear layer"), line);
+            assertTrue(line.contains("did you mean 'q_proj'?"), line);
+        }
+    }
+
     @Test
     void allLinearOnAHeadOnlyModelBlamesLoraTargetLinear() {
         try (NDManager manager = NDManager.newBaseManager()) {

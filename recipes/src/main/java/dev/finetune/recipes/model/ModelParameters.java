@@ -1,10 +1,9 @@
 package dev.finetune.recipes.model;
 
 import dev.finetune.recipes.AdapterSpec;
+import dev.finetune.recipes.LoraTargets;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.regex.Pattern;
-import java.util.regex.PatternSyntaxException;
 
 /**
  * Every weight tensor of a decoder-only model, counted from its {@link ModelConfig}.
@@ -163,39 +162,40 @@ public record ModelParameters(List<Tensor> layer, int layers, Tensor embedding, 
         if (!(adapter instanceof AdapterSpec.Lora lora)) {
             return List.of();
         }
-        List<Pattern> patterns = new ArrayList<>();
-        for (String target : lora.targetModules()) {
-            try {
-                patterns.add(Pattern.compile(target));
-            } catch (PatternSyntaxException e) {
-                patterns.add(Pattern.compile(Pattern.quote(target)));
-            }
-        }
+        LoraTargets targets = LoraTargets.of(lora.targetModules());
         List<Tensor> chosen = new ArrayList<>();
         for (Tensor t : layer) {
             boolean linear = t.kind() == Kind.LINEAR || t.kind() == Kind.ROUTER;
-            if (linear && (lora.targetAllLinear() || named(t, lora.targetModules(), patterns))) {
+            if (linear && (lora.targetAllLinear() || targets.matches(moduleName(t, 0)))) {
                 chosen.add(t);
             }
         }
-        if (head != null && named(head, lora.targetModules(), patterns)) {
+        if (head != null && targets.matches(head.name())) {
             chosen.add(head);
         }
         return chosen;
     }
 
-    /** PEFT matches a target either as the module's own name or as a regex over the full name. */
-    private static boolean named(Tensor t, List<String> targets, List<Pattern> patterns) {
-        if (targets.contains(t.shortName())) {
-            return true;
-        }
-        String full = t.name().replace("*", "0");
-        for (Pattern p : patterns) {
-            if (p.matcher(full).matches() || p.matcher("model.layers.0." + full).matches()) {
-                return true;
+    /** The Hugging Face module name of a layer tensor in decoder layer {@code index} (expert 0 for MoE copies). */
+    static String moduleName(Tensor t, int index) {
+        return "model.layers." + index + "." + t.name().replace("*", "0");
+    }
+
+    /**
+     * Every linear layer a LoRA target can name, as Hugging Face names it: the decoder layers' projections in every
+     * layer and the output head (a module even when its weight is tied).
+     */
+    public List<String> linearModules() {
+        List<String> names = new ArrayList<>();
+        for (int i = 0; i < layers; i++) {
+            for (Tensor t : layer) {
+                if (t.kind() == Kind.LINEAR || t.kind() == Kind.ROUTER) {
+                    names.add(moduleName(t, i));
+                }
             }
         }
-        return false;
+        names.add(head != null ? head.name() : "lm_head");
+        return names;
     }
 
     /**

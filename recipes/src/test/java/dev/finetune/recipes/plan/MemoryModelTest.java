@@ -117,6 +117,13 @@ class MemoryModelTest {
     }
 
     @Test
+    void thePlanNamesTheModulesTheTargetsMatched() {
+        AdapterSpec.Lora qv = new AdapterSpec.Lora(16, 32, 0, List.of("q_proj", "self_attn.v_proj", "lm_head"), false, false, null);
+        String text = PlanText.render(MemoryPlan.of(setup(LLAMA_8B, qv, PrecisionRegime.BF16_PURE, new Objective.Sft(), Sharding.SINGLE, 1)));
+        assertTrue(text.contains("LoRA r=16 on q_proj, v_proj, lm_head (2 per layer + lm_head)"), text);
+    }
+
+    @Test
     void checkpointingKeepsOnlyLayerInputsPlusOneLayer() {
         TrainingSetup on = setup(LLAMA_8B, LORA, PrecisionRegime.BF16_PURE, new Objective.Sft(), Sharding.SINGLE, 1);
         long tokens = 2L * 2048;
