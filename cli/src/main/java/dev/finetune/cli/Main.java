@@ -14,6 +14,7 @@ import java.io.PrintWriter;
 import java.nio.file.Path;
 import java.util.Locale;
 import java.util.concurrent.Callable;
+import picocli.AutoComplete;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Mixin;
@@ -29,7 +30,24 @@ import picocli.CommandLine.Spec;
         description = "Fine-tune large language models from one YAML recipe.%n"
                 + "With a recipe and no command: validate it, print the batch plan, then train.",
         subcommands = {ValidateCommand.class, PlanCommand.class, DiffCommand.class, ConfigsCommand.class, GenerateCommand.class,
-                MergeLoraCommand.class, BenchGenerateCommand.class, BenchTrainCommand.class, RewardsCommand.class})
+                MergeLoraCommand.class, BenchGenerateCommand.class, BenchTrainCommand.class, RewardsCommand.class,
+                AutoComplete.GenerateCompletion.class},
+        footerHeading = "%nExamples:%n",
+        footer = {
+            "  finetune configs cp quickstart.yaml my.yaml        copy a shipped recipe to start from",
+            "  finetune validate my.yaml                          every error at once, file:line, exit 2",
+            "  finetune plan my.yaml --gpus 8 --gpu-memory 80GiB  batch arithmetic and memory per device",
+            "  finetune my.yaml learning_rate=1e-4 lora_r=32      validate, plan, train with overrides",
+            "  finetune generate out/my --prompt \"Once upon\"     try the result (an output or checkpoint-N folder)",
+            "  finetune merge-lora out/my                         fold the adapter into the base weights",
+            "  source <(finetune generate-completion)             tab completion in bash or zsh",
+        },
+        exitCodeListHeading = "%nExit codes:%n",
+        exitCodeList = {
+            "0:done",
+            "1:the run failed (our error: the message and a stack trace say where)",
+            "2:bad input (recipe, data, flags): one line naming the file and line or key, and a hint",
+        })
 public final class Main implements Callable<Integer> {
 
     /** {@code --version}: the build's version, from the one place it is written. */

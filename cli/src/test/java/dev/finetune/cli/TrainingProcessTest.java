@@ -109,7 +109,8 @@ class TrainingProcessTest {
         Path run = work.resolve("run");
         for (String file : List.of("adapter_config.json", "adapter_model.safetensors", "tokenizer.json",
                 "tokenizer_config.json", "special_tokens_map.json", "recipe.resolved.yaml", "metrics.jsonl", "loss.png",
-                "checkpoint-6/" + CheckpointStore.STATE, "checkpoint-6/" + CheckpointStore.WEIGHTS)) {
+                "checkpoint-6/" + CheckpointStore.STATE, "checkpoint-6/" + CheckpointStore.ADAPTER_WEIGHTS,
+                "checkpoint-6/adapter_config.json", "checkpoint-6/trainer_state.json")) {
             assertTrue(Files.isRegularFile(run.resolve(file)), file);
         }
         assertFalse(Files.exists(run.resolve("checkpoint-3")), "save_total_limit: 1 keeps only the newest");

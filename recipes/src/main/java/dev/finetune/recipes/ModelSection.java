@@ -59,9 +59,11 @@ final class ModelSection {
             problems.error(top.where(), "base_model is required",
                     "add e.g. 'base_model: NousResearch/Llama-3.2-1B' (a hub id or a local model folder)");
         }
-        if (baseModel != null && (DataSection.looksLocal(baseModel) || Files.isDirectory(recipeDir.resolve(baseModel)))) {
-            // A local model folder is relative to the recipe, like dataset paths: the recipe can be run from anywhere.
-            Path dir = recipeDir.resolve(baseModel).normalize();
+        // A local model folder is relative to the recipe file that names it (a base: file's own folder for a
+        // base_model it sets), like dataset paths: the recipe can be run from anywhere.
+        Path within = top.at("base_model").dir() != null ? top.at("base_model").dir() : recipeDir;
+        if (baseModel != null && (DataSection.looksLocal(baseModel) || Files.isDirectory(within.resolve(baseModel)))) {
+            Path dir = within.resolve(baseModel).normalize();
             if (!Files.isDirectory(dir)) {
                 problems.error(top.at("base_model"), "base_model folder '" + baseModel + "' does not exist (looked at " + dir + ")",
                         "local model paths are relative to the recipe file; or use a hub id such as meta-llama/Llama-3.1-8B");

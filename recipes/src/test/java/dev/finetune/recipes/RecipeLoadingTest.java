@@ -188,6 +188,28 @@ class RecipeLoadingTest {
     }
 
     @Test
+    void aLocalBaseModelInABaseFileIsRelativeToThatFile(@TempDir Path tmp) throws IOException {
+        Path common = Files.createDirectories(tmp.resolve("common"));
+        Path model = Files.createDirectories(common.resolve("models/tiny"));
+        Files.copy(Path.of("../configs/models/stories260K/config.json"), model.resolve("config.json"));
+        Files.writeString(common.resolve("train.jsonl"), "{\"text\": \"a\"}\n");
+        Files.writeString(common.resolve("base.yaml"), """
+                base_model: ./models/tiny
+                datasets:
+                  - path: train.jsonl
+                    type: completion
+                micro_batch_size: 1
+                gradient_accumulation_steps: 1
+                learning_rate: 1e-4
+                """);
+        Path run = Files.createDirectories(tmp.resolve("runs")).resolve("mine.yaml");
+        Files.writeString(run, "base: ../common/base.yaml\n");
+        assertEquals(model.toAbsolutePath().normalize().toString(),
+                ValidatedRecipe.load(run, List.of()).recipe().model().baseModel(),
+                "as README says: relative to the recipe file that names it");
+    }
+
+    @Test
     void batchArithmeticDerivesTheMissingNumber(@TempDir Path tmp) throws IOException {
         Path r = tmp.resolve("r.yaml");
         Files.writeString(r, """

@@ -25,33 +25,33 @@ final class CorruptionCases {
                 Case.works("corrupt newest checkpoint: falls back", CORRUPTION, "resuming from checkpoint-1 instead",
                         dir -> {
                             Path out = Fixtures.finishedRun(dir.resolve("work/out"));
-                            flipBytes(out.resolve("checkpoint-2/trainable.safetensors"));
+                            flipBytes(out.resolve("checkpoint-2/adapter_model.safetensors"));
                             return resume(dir, out, "max_steps=3");
                         }).training().then((dir, o) -> assertEquals(List.of(0, 1, 2, 3), steps(dir.resolve("work/out")))),
                 Case.refused("every checkpoint corrupt", CORRUPTION, "no intact checkpoint", dir -> {
                     Path out = Fixtures.finishedRun(dir.resolve("work/out"));
                     flipBytes(out.resolve("checkpoint-1/optimizer.safetensors"));
-                    flipBytes(out.resolve("checkpoint-2/trainable.safetensors"));
+                    flipBytes(out.resolve("checkpoint-2/adapter_model.safetensors"));
                     return Case.Invocation.of(recipe(dir, sft()).toString(), "max_steps=3", "resume_from_checkpoint=true");
                 }),
                 Case.refused("named checkpoint corrupt", CORRUPTION, "damaged checkpoint", dir -> {
                     Path out = Fixtures.finishedRun(dir.resolve("work/out"));
-                    flipBytes(out.resolve("checkpoint-2/trainable.safetensors"));
+                    flipBytes(out.resolve("checkpoint-2/adapter_model.safetensors"));
                     return Case.Invocation.of(recipe(dir, sft()).toString(), "max_steps=3",
                             "resume_from_checkpoint=checkpoint-2");
                 }),
-                Case.works("trainer_state global_step 999999: falls back", CORRUPTION,
+                Case.works("finetune_state global_step 999999: falls back", CORRUPTION,
                         "resuming from checkpoint-1 instead", dir -> {
                             Path out = Fixtures.finishedRun(dir.resolve("work/out"));
-                            Path state = out.resolve("checkpoint-2/trainer_state.json");
+                            Path state = out.resolve("checkpoint-2/finetune_state.json");
                             Files.writeString(state, Files.readString(state).replaceFirst("\"global_step\": 2",
                                     "\"global_step\": 999999"));
                             return resume(dir, out, "max_steps=3");
                         }).training(),
-                Case.refused("trainer_state garbage everywhere", CORRUPTION, "no intact checkpoint", dir -> {
+                Case.refused("finetune_state garbage everywhere", CORRUPTION, "no intact checkpoint", dir -> {
                     Path out = Fixtures.finishedRun(dir.resolve("work/out"));
-                    Files.writeString(out.resolve("checkpoint-1/trainer_state.json"), "{\"global_step\": [}");
-                    Files.writeString(out.resolve("checkpoint-2/trainer_state.json"), "\u0000\u0001garbage");
+                    Files.writeString(out.resolve("checkpoint-1/finetune_state.json"), "{\"global_step\": [}");
+                    Files.writeString(out.resolve("checkpoint-2/finetune_state.json"), "\u0000\u0001garbage");
                     return Case.Invocation.of(recipe(dir, sft()).toString(), "max_steps=3", "resume_from_checkpoint=true");
                 }),
                 Case.works("checksums missing in newest: falls back", CORRUPTION, "resuming from checkpoint-1 instead",
@@ -60,6 +60,16 @@ final class CorruptionCases {
                             Files.delete(out.resolve("checkpoint-2/checksums.sha256"));
                             return resume(dir, out, "max_steps=3");
                         }).training(),
+                Case.refused("resume from a Hugging Face Trainer checkpoint", CORRUPTION,
+                        "is a Hugging Face Trainer checkpoint", dir -> {
+                            // what HF's Trainer leaves: its trainer_state.json and the weights, none of our state
+                            Path hf = Files.createDirectories(dir.resolve("hf/checkpoint-500"));
+                            Files.writeString(hf.resolve("trainer_state.json"), "{\"global_step\": 500, "
+                                    + "\"log_history\": [], \"max_steps\": 1000}\n");
+                            Files.writeString(hf.resolve("adapter_config.json"), "{}\n");
+                            return Case.Invocation.of(recipe(dir, sft()).toString(), "max_steps=3",
+                                    "resume_from_checkpoint=" + hf.toAbsolutePath());
+                        }),
                 Case.refused("resume with another seed", CORRUPTION, "seed", dir -> {
                     Fixtures.finishedRun(dir.resolve("work/out"));
                     return Case.Invocation.of(recipe(dir, sft()).toString(), "max_steps=3", "seed=7",

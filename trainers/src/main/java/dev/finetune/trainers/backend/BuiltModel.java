@@ -142,6 +142,20 @@ final class BuiltModel {
         }
     }
 
+    /**
+     * What turns a checkpoint's weights into a folder the HF stack opens: {@code adapter_config.json} next to the
+     * adapter (PeftModel.from_pretrained), or the base's {@code config.json} next to a full model's weights; and
+     * the tokenizer, as the HF Trainer saves it with every checkpoint.
+     */
+    void writeCheckpointFiles(Path folder, Recipe recipe, Path tokenizerDir) throws IOException {
+        if (lora != null) {
+            AdapterConfig.of(spec, lora.peftTargets(), recipe.model().baseModel()).write(folder);
+        } else {
+            Files.copy(Path.of(recipe.model().baseModel()).resolve("config.json"), folder.resolve("config.json"));
+        }
+        RunFiles.copyTokenizer(tokenizerDir, folder);
+    }
+
     private static void publish(Path staging, Path outputDir, List<String> files) throws IOException {
         for (String file : files) {
             Files.move(staging.resolve(file), outputDir.resolve(file), StandardCopyOption.REPLACE_EXISTING,

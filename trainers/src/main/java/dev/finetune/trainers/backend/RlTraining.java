@@ -62,6 +62,11 @@ final class RlTraining {
                         public void afterStep(long step, Map<String, Object> metrics) {
                             lines.add(metrics);
                         }
+
+                        @Override
+                        public void checkpointFiles(Path folder) throws java.io.IOException {
+                            built.writeCheckpointFiles(folder, recipe, tokenizer.directory());
+                        }
                     });
                     built.trainable().setTraining(false);
                     built.save(outputDir, recipe);

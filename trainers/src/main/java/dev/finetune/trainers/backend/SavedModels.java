@@ -11,6 +11,7 @@ import dev.finetune.adapters.peft.AdapterConfig;
 import dev.finetune.adapters.peft.AdapterFiles;
 import dev.finetune.adapters.peft.AdapterWeights;
 import dev.finetune.adapters.peft.LoraMerge;
+import dev.finetune.adapters.peft.PeftNames;
 import dev.finetune.recipes.AdapterSpec;
 import dev.finetune.recipes.UserError;
 import dev.finetune.recipes.model.ModelConfig;
@@ -94,7 +95,7 @@ public final class SavedModels {
             return LlamaModel.load(dir, manager, LoadOptions.inference());
         }
         AdapterFiles.Saved saved = AdapterFiles.read(dir, manager);
-        LoraFactory factory = new LoraFactory(spec(saved.config()), manager, 0);
+        LoraFactory factory = new LoraFactory(coveredBy(saved), manager, 0);
         LlamaModel model = LlamaModel.load(baseOf(dir), manager, LoadOptions.adapters(factory));
         factory.requireMatches();
         AdapterWeights.load(model.trainable(), saved.tensors(), dir.resolve(AdapterFiles.WEIGHTS_FILE).toString());
@@ -131,6 +132,12 @@ public final class SavedModels {
             Path parent = out.toAbsolutePath().getParent();
             Files.createDirectories(parent);
             Path staging = Files.createTempDirectory(parent, "." + out.getFileName() + "-");
+            // a temporary folder is private (700); the merged model is for others to read, like any model folder
+            try {
+                Files.setPosixFilePermissions(staging, java.nio.file.attribute.PosixFilePermissions.fromString("rwxr-xr-x"));
+            } catch (UnsupportedOperationException e) {
+                // not a POSIX file system: it keeps that system's defaults
+            }
             SafetensorsWriter.write(staging.resolve(SafetensorsReader.SINGLE_FILE), named, SafetensorsDtype.F32,
                     Map.of("format", "pt"));
             Files.copy(base.resolve("config.json"), staging.resolve("config.json"));
@@ -140,6 +147,23 @@ public final class SavedModels {
             throw new UserError(out.toString(), "cannot write the merged model: " + e.getMessage(),
                     "check that the folder is writable and the disk has space", e);
         }
+    }
+
+    /**
+     * The spec that puts adapters on exactly the layers the saved tensors cover: PEFT's {@code target_modules}
+     * alone would also select layers that {@code layers_to_transform} or {@code exclude_modules} left out.
+     */
+    static AdapterSpec.Lora coveredBy(AdapterFiles.Saved saved) {
+        java.util.TreeSet<String> modules = new java.util.TreeSet<>();
+        for (String name : saved.tensors().keySet()) {
+            if (name.startsWith(PeftNames.PREFIX) && name.endsWith(PeftNames.LORA_A)) {
+                modules.add(java.util.regex.Pattern.quote(name.substring(PeftNames.PREFIX.length(),
+                        name.length() - PeftNames.LORA_A.length())));
+            }
+        }
+        AdapterConfig config = saved.config();
+        return modules.isEmpty() ? spec(config) : new AdapterSpec.Lora(config.r(), config.loraAlpha(), 0,
+                List.copyOf(modules), false, config.useRslora(), null);
     }
 
     /** The recipe-side spec that rebuilds exactly the layers the saved adapter covers. */

@@ -111,7 +111,12 @@ public final class SingleDeviceBackend {
             try (OutputFolder claimed = claimOutput(validated, options, train.size())) {
                 RunFiles.start(outputDir, validated, tokenizer.directory());
                 Trainer<SftBatch> trainer = new Trainer<>(built.trainable(), new SftObjective(), train, eval, options,
-                        manager, new Trainer.Listener() {});
+                        manager, new Trainer.Listener() {
+                            @Override
+                            public void checkpointFiles(Path folder) throws java.io.IOException {
+                                built.writeCheckpointFiles(folder, recipe, tokenizer.directory());
+                            }
+                        });
                 Trainer.Summary summary = trainer.run();
                 built.trainable().setTraining(false);
                 built.save(outputDir, recipe);

@@ -11,6 +11,7 @@ import ai.djl.training.GradientCollector;
 import dev.finetune.adapters.NamedArray;
 import dev.finetune.recipes.UserError;
 import dev.finetune.trainers.train.checkpoint.CheckpointStore;
+import dev.finetune.trainers.train.checkpoint.HfTrainerState;
 import dev.finetune.trainers.train.checkpoint.ResumeKeys;
 import dev.finetune.trainers.train.checkpoint.TrainerState;
 import dev.finetune.trainers.train.optim.AdamW;
@@ -54,6 +55,12 @@ public final class Trainer<B extends Batch> {
 
         /** A checkpoint's files are written and flushed; it becomes visible when this returns. */
         default void beforeCheckpointPublished(Path temporaryFolder) {}
+
+        /**
+         * Writes what makes a checkpoint folder one the HF stack loads (adapter or model config, tokenizer); runs
+         * before the checksums, so they cover it.
+         */
+        default void checkpointFiles(Path folder) throws java.io.IOException {}
     }
 
     /**
@@ -183,7 +190,8 @@ public final class Trainer<B extends Batch> {
                             options.seed(), options.lrScheduler().key(), totalSteps, warmupSteps,
                             options.learningRate(), lr, resumeKeys, ResumeKeys.hash(resumeKeys));
                     Path saved = checkpoints.save(params, named(optimizer.state()), state,
-                            listener::beforeCheckpointPublished);
+                            hfState(step, (double) consumed / perEpoch, totalSteps, metrics.file()).toJson(),
+                            listener::checkpointFiles, listener::beforeCheckpointPublished);
                     LOG.debug("saved {}", saved);
                     LossCurve.draw(metrics.file(), outputDir);
                 }
@@ -199,6 +207,19 @@ public final class Trainer<B extends Batch> {
             JniUtils.setGradMode(gradModeBefore);
         }
         return new Summary(step, lastLoss, firstEval, lastEval);
+    }
+
+    /** The HF Trainer's view of this run at {@code step}, for {@code trainer_state.json}. */
+    private HfTrainerState hfState(long step, double epoch, long totalSteps, Path metricsFile) {
+        List<com.google.gson.JsonObject> history = new ArrayList<>();
+        for (com.google.gson.JsonObject line : MetricsLog.read(metricsFile)) {
+            if (line.has("step") && line.get("step").getAsLong() <= step) {
+                history.add(line);
+            }
+        }
+        return new HfTrainerState(epoch, step, totalSteps, options.loggingSteps(), options.evalSteps(),
+                options.saveSteps(), (int) train.get(0).samples(), options.numEpochs(), numTokens,
+                6.0 * numTokens * model.parameterCount(), history);
     }
 
     /**

@@ -27,15 +27,25 @@ import java.util.stream.Stream;
 /**
  * The {@code checkpoint-N/} folders of an output directory.
  *
+ * <p>A checkpoint is what the Hugging Face Trainer writes, so the HF stack opens it: PEFT's adapter files
+ * ({@code adapter_model.safetensors} + {@code adapter_config.json}) or a model folder ({@code model.safetensors} +
+ * {@code config.json}), the tokenizer, and {@code trainer_state.json} in HF's schema with the log history. Beside
+ * them, what only we read: {@link #STATE} (data position, schedule, RNG, the recipe's resume hash) and the
+ * optimizer moments.
+ *
  * <p>A checkpoint is written into a hidden temporary folder, flushed to disk, and renamed into place in one atomic
- * step; {@code trainer_state.json} is its last file. So a {@code checkpoint-N} folder with that file is always
- * complete, a kill at any moment leaves the previous ones intact, and leftovers of an interrupted write are hidden
- * folders that {@link #removeLeftovers()} deletes on the next start.
+ * step; {@link #STATE} is among its files. So a {@code checkpoint-N} folder with that file is always complete, a
+ * kill at any moment leaves the previous ones intact, and leftovers of an interrupted write are hidden folders
+ * that {@link #removeLeftovers()} deletes on the next start.
  */
 public final class CheckpointStore {
-    public static final String WEIGHTS = "trainable.safetensors";
+    /** A LoRA checkpoint's weights, PEFT's name for them. */
+    public static final String ADAPTER_WEIGHTS = "adapter_model.safetensors";
+    /** A full fine-tune's weights, transformers' name for them. */
+    public static final String MODEL_WEIGHTS = "model.safetensors";
     public static final String OPTIMIZER = "optimizer.safetensors";
-    public static final String STATE = "trainer_state.json";
+    /** Our resume state; the HF Trainer's is {@link HfTrainerState#FILE}. */
+    public static final String STATE = "finetune_state.json";
     /**
      * SHA-256 of every other file of the checkpoint, in {@code sha256sum} format (so {@code sha256sum -c} checks
      * it too); written last, verified before a resume trusts a byte.
@@ -109,20 +119,49 @@ public final class CheckpointStore {
         return found;
     }
 
-    /** Writes {@code checkpoint-<step>}, then deletes the oldest beyond the limit; returns the new folder. */
-    public Path save(List<NamedArray> weights, List<NamedArray> optimizer, TrainerState state, BeforePublish hook) {
+    /** What a checkpoint holds besides tensors and our state, written into its folder before the checksums. */
+    @FunctionalInterface
+    public interface Extras {
+        void write(Path folder) throws IOException;
+    }
+
+    /**
+     * The weights file of a checkpoint folder: PEFT's adapter file for LoRA, else the model file.
+     */
+    public static String weightsFile(Path folder) {
+        return Files.isRegularFile(folder.resolve(ADAPTER_WEIGHTS)) ? ADAPTER_WEIGHTS : MODEL_WEIGHTS;
+    }
+
+    /** Adapter parameters carry PEFT's names; a full fine-tune's are the model's own. */
+    static String weightsFile(List<NamedArray> weights) {
+        boolean adapter = !weights.isEmpty() && weights.stream().allMatch(w -> w.name().startsWith("base_model.model."));
+        return adapter ? ADAPTER_WEIGHTS : MODEL_WEIGHTS;
+    }
+
+    /**
+     * Writes {@code checkpoint-<step>}, then deletes the oldest beyond the limit; returns the new folder.
+     *
+     * @param hfState the HF Trainer's {@code trainer_state.json}
+     * @param extras adapter or model config, tokenizer: what makes the folder one the HF stack loads
+     */
+    public Path save(List<NamedArray> weights, List<NamedArray> optimizer, TrainerState state, String hfState,
+            Extras extras, BeforePublish hook) {
         Path target = outputDir.resolve("checkpoint-" + state.globalStep());
         Path temporary = outputDir.resolve(TEMPORARY_PREFIX + state.globalStep() + "-" + ProcessHandle.current().pid());
         try {
             Files.createDirectories(outputDir);
             deleteTree(temporary);
             Files.createDirectory(temporary);
-            TensorFile.write(temporary.resolve(WEIGHTS), weights);
+            TensorFile.write(temporary.resolve(weightsFile(weights)), weights);
             TensorFile.write(temporary.resolve(OPTIMIZER), optimizer);
+            Files.writeString(temporary.resolve(HfTrainerState.FILE), hfState, StandardCharsets.UTF_8);
+            extras.write(temporary);
             Files.writeString(temporary.resolve(STATE), GSON.toJson(state), StandardCharsets.UTF_8);
             Checksums.write(temporary, CHECKSUMS);
-            for (String file : List.of(WEIGHTS, OPTIMIZER, STATE, CHECKSUMS)) {
-                flush(temporary.resolve(file));
+            try (Stream<Path> files = Files.list(temporary)) {
+                for (Path file : files.filter(Files::isRegularFile).toList()) {
+                    flush(file);
+                }
             }
             hook.written(temporary);
             publish(temporary, target);
@@ -139,7 +178,13 @@ public final class CheckpointStore {
      */
     public Path resolve(String where, Path requested) {
         Path folder = requested.isAbsolute() || Files.isRegularFile(requested.resolve(STATE))
-                ? requested : outputDir.resolve(requested);
+                || Files.isRegularFile(requested.resolve(HfTrainerState.FILE)) ? requested : outputDir.resolve(requested);
+        if (!Files.isRegularFile(folder.resolve(STATE)) && Files.isRegularFile(folder.resolve(HfTrainerState.FILE))) {
+            throw new UserError(where, folder + " is a Hugging Face Trainer checkpoint (or an older finetune's): it "
+                    + "has no " + STATE + " with the data position and optimizer moments finetune resumes from",
+                    "to continue from its weights, start a new run with lora_model_dir: " + folder
+                            + " (an adapter), or base_model: " + folder + " (a full model)");
+        }
         if (!Files.isRegularFile(folder.resolve(STATE))) {
             throw new UserError(where, folder + " is not a complete checkpoint (it has no " + STATE + ")",
                     "name a checkpoint-N folder that holds " + STATE + ", or use resume_from_checkpoint: true");
@@ -154,7 +199,7 @@ public final class CheckpointStore {
 
     /** Loads a checkpoint whose {@link #verify} returned {@code state}. */
     public static Loaded loadVerified(Path folder, TrainerState state, NDManager manager) {
-        return new Loaded(TensorFile.read(folder.resolve(WEIGHTS), manager),
+        return new Loaded(TensorFile.read(folder.resolve(weightsFile(folder)), manager),
                 TensorFile.read(folder.resolve(OPTIMIZER), manager), state);
     }
 
@@ -163,7 +208,7 @@ public final class CheckpointStore {
      * throws {@link Damaged} (saying what is wrong) for anything else. Reads every byte once.
      */
     public static TrainerState verify(Path folder) {
-        Checksums.verify(folder, CHECKSUMS, List.of(WEIGHTS, OPTIMIZER, STATE));
+        Checksums.verify(folder, CHECKSUMS, List.of(weightsFile(folder), OPTIMIZER, STATE));
         TrainerState state;
         try {
             state = GSON.fromJson(Files.readString(folder.resolve(STATE), StandardCharsets.UTF_8), TrainerState.class);

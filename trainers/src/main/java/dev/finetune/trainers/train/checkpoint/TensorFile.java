@@ -16,7 +16,8 @@ final class TensorFile {
     private TensorFile() {}
 
     static void write(Path file, List<NamedArray> tensors) {
-        SafetensorsWriter.write(file, tensors, SafetensorsDtype.F32, Map.of());
+        // transformers refuses a safetensors file without format "pt" in its metadata
+        SafetensorsWriter.write(file, tensors, SafetensorsDtype.F32, Map.of("format", "pt"));
     }
 
     /** Every tensor of {@code file}, copied into memory {@code manager} owns (safe to copy into trained arrays). */

@@ -4,7 +4,7 @@ import java.util.Map;
 import java.util.TreeMap;
 
 /**
- * Everything besides tensors that a resumed run needs to continue exactly; saved as {@code trainer_state.json}.
+ * Everything besides tensors that a resumed run needs to continue exactly; saved as {@code finetune_state.json} beside the HF Trainer's {@code trainer_state.json}.
  *
  * <p>Randomness needs no saved generator state: the data order of epoch {@code e} is a permutation drawn from
  * ({@code seed}, {@code e}), and the engine is reseeded from ({@code seed}, step, micro batch, layer) wherever it

@@ -34,7 +34,7 @@ class CheckpointStoreTest {
             NDArray moment = manager.create(new float[] {1e-30f, 7f});
             TrainerState saved = state(5, Map.of("sequence_len", "64"));
             Path folder = store.save(List.of(new NamedArray("layer.weight", weight)),
-                    List.of(new NamedArray("exp_avg.layer.weight", moment)), saved, temporary -> {});
+                    List.of(new NamedArray("exp_avg.layer.weight", moment)), saved, "{}", extra -> {}, temporary -> {});
             assertEquals(dir.resolve("checkpoint-5"), folder);
             CheckpointStore.Loaded loaded = CheckpointStore.load(folder, manager);
             assertArrayEquals(weight.toByteArray(), loaded.weights().get("layer.weight").toByteArray());
@@ -50,16 +50,16 @@ class CheckpointStoreTest {
         try (NDManager manager = NDManager.newBaseManager()) {
             List<NamedArray> weights = List.of(new NamedArray("w", manager.ones(new Shape(2))));
             for (long step : new long[] {2, 4}) {
-                store.save(weights, List.of(), state(step, Map.of()), temporary -> {});
+                store.save(weights, List.of(), state(step, Map.of()), "{}", extra -> {}, temporary -> {});
             }
-            store.save(weights, List.of(), state(6, Map.of()), temporary -> {
+            store.save(weights, List.of(), state(6, Map.of()), "{}", extra -> {}, temporary -> {
                 // while the third is unpublished, both earlier ones must still be there
                 assertEquals(List.of(2L, 4L), store.complete().stream().map(CheckpointStore.Saved::step).toList());
             });
             assertEquals(List.of(4L, 6L), store.complete().stream().map(CheckpointStore.Saved::step).toList());
         }
         Files.createDirectories(dir.resolve(".tmp-checkpoint-8-999"));
-        Files.createDirectories(dir.resolve("checkpoint-10")); // no trainer_state.json: not complete
+        Files.createDirectories(dir.resolve("checkpoint-10")); // no finetune_state.json: not complete
         assertEquals(List.of(4L, 6L), store.complete().stream().map(CheckpointStore.Saved::step).toList());
         store.removeLeftovers();
         assertTrue(Files.notExists(dir.resolve(".tmp-checkpoint-8-999")));
