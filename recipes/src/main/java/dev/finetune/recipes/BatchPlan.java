@@ -11,6 +11,7 @@ import dev.finetune.recipes.KeyReader.Problems;
  * @param generationBatch GRPO: completions per generation round, else 0
  * @param schedule the steps, warm-up and intervals estimated from {@code rows}; {@code null} when {@code rows} is
  *     unknown (the trainer computes the exact one from the batches it builds)
+ * @param reference what DPO and GRPO compare the policy with, in words, or {@code null} when nothing is
  */
 public record BatchPlan(
         int micro,
@@ -20,7 +21,8 @@ public record BatchPlan(
         long tokensPerStep,
         Long rows,
         int generationBatch,
-        SchedulePlan schedule) {
+        SchedulePlan schedule,
+        String reference) {
 
     static BatchPlan derive(Recipe recipe, Long rows, Problems problems, Object where) {
         Recipe.Batch b = recipe.batch();
@@ -106,7 +108,25 @@ public record BatchPlan(
                         + g.numGenerations() * ranks, "raise trl.generation_batch_size to " + g.numGenerations() * ranks);
             }
         }
-        return new BatchPlan(micro, ranks, accumulation, global, tokens, rows, generation, schedule);
+        return new BatchPlan(micro, ranks, accumulation, global, tokens, rows, generation, schedule,
+                reference(recipe));
+    }
+
+    /** As TRL chooses it: the base model for a new adapter, a frozen copy of a continued one, the start weights. */
+    static String reference(Recipe recipe) {
+        boolean dpo = recipe.objective() instanceof Recipe.Objective.Dpo;
+        boolean grpo = recipe.objective() instanceof Recipe.Objective.Grpo g && g.beta() != 0;
+        if (!dpo && !grpo) {
+            return null;
+        }
+        if (!(recipe.adapter() instanceof AdapterSpec.Lora)) {
+            return "the starting weights (their log-probabilities, computed once before training)";
+        }
+        if (recipe.output().loraModelDir() != null) {
+            return "a frozen copy of the adapter in lora_model_dir (TRL's \"ref\" adapter): policy and reference "
+                    + "start equal";
+        }
+        return "the base model (the new adapter switched off): no second copy of the weights";
     }
 
     /** Rows {@code val_set_size} holds out of {@code rows}: a fraction (rounded up) or a whole number of rows. */
@@ -137,6 +157,9 @@ public record BatchPlan(
         s.append("tokens per optimizer step: up to ").append(tokensPerStep).append('\n');
         if (generationBatch > 0) {
             s.append("GRPO generation batch: ").append(generationBatch).append('\n');
+        }
+        if (reference != null) {
+            s.append("reference model: ").append(reference).append('\n');
         }
         s.append("dataset rows: ").append(rows == null ? "unknown (remote dataset)" : rows).append('\n');
         s.append(schedule == null ? "steps: unknown until the data is read\n" : schedule.describe());

@@ -102,4 +102,39 @@ class RewardSpecsTest {
         assertTrue(smoothed.warnings().stream().anyMatch(w -> w.toString().contains("no effect on [sigmoid]")),
                 smoothed.warnings().toString());
     }
+
+    @Test
+    void thePlanSaysWhichModelIsTheReference(@TempDir Path dir) throws IOException {
+        String lora = "adapter: lora\nlora_r: 8\nlora_alpha: 16\nlora_target_linear: true\n";
+        assertTrue(ValidatedRecipe.load(recipe(dir, "dpo", lora + "lora_model_dir: ./sft-out\n"), List.of()).plan()
+                .describe().contains("reference model: a frozen copy of the adapter in lora_model_dir"));
+        assertTrue(ValidatedRecipe.load(recipe(dir, "dpo", lora), List.of()).plan().describe()
+                .contains("reference model: the base model (the new adapter switched off)"));
+        assertTrue(ValidatedRecipe.load(recipe(dir, "dpo", ""), List.of()).plan().describe()
+                .contains("reference model: the starting weights"));
+    }
+
+    @Test
+    void grpoReadsTrlsLossTypesAndScaleRewardsAsTrlDoes(@TempDir Path dir) throws IOException {
+        String rewards = "  reward_funcs: [exact_match]\n  num_generations: 2\n";
+        Recipe.Objective.Grpo defaults = grpo(dir, rewards);
+        assertEquals(GrpoLossType.DAPO, defaults.lossType(), "TRL's default");
+        assertEquals(ScaleRewards.GROUP, defaults.scaleRewards());
+        assertEquals(0.2, defaults.epsilonHigh(), "epsilon when not given");
+        assertTrue(defaults.biasCorrectedKl(), "TRL's default use_bias_correction_kl");
+        Recipe.Objective.Grpo set = grpo(dir, rewards + "  loss_type: dr_grpo\n  scale_rewards: false\n"
+                + "  epsilon_high: 0.28\n  delta: 1.5\n  top_p: 0.9\n  top_k: 20\n  min_p: 0.05\n"
+                + "  repetition_penalty: 1.1\n  mask_truncated_completions: true\n");
+        assertEquals(GrpoLossType.DR_GRPO, set.lossType());
+        assertEquals(ScaleRewards.NONE, set.scaleRewards(), "false is none, as TRL reads it");
+        assertEquals(1.5, set.delta());
+        assertEquals(new Recipe.Objective.Sampling(20, 0.9, 0.05, 1.1), set.sampling());
+        assertTrue(set.maskTruncatedCompletions());
+        assertEquals(ScaleRewards.BATCH, grpo(dir, rewards + "  scale_rewards: batch\n").scaleRewards());
+        InvalidRecipe unknown = assertThrows(InvalidRecipe.class, () -> grpo(dir, rewards + "  loss_type: dapo2\n"));
+        assertTrue(unknown.oneLine().contains("did you mean 'dapo'?"), unknown.oneLine());
+        InvalidRecipe generation = assertThrows(InvalidRecipe.class,
+                () -> grpo(dir, rewards + "  generation_batch_size: 8\n"));
+        assertTrue(generation.oneLine().contains("never reused across steps"), generation.oneLine());
+    }
 }
