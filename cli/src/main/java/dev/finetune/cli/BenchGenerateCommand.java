@@ -13,7 +13,7 @@ import picocli.CommandLine.Parameters;
 import picocli.CommandLine.Spec;
 
 /**
- * Hidden benchmark: load memory and generation speed, with and without the KV cache ({@link GenerationBench}).
+ * Benchmark: load memory and generation speed, with and without the KV cache ({@link GenerationBench}).
  *
  * <pre>
  * finetune bench-generate --save-random /tmp/medium   # vocab 32000, dim 512, 8 layers, 8 heads, ffn 1376 (the peer bench's MEDIUM)
@@ -21,8 +21,8 @@ import picocli.CommandLine.Spec;
  * finetune bench-generate configs/models/stories260K
  * </pre>
  */
-@Command(name = "bench-generate", hidden = true, mixinStandardHelpOptions = true,
-        description = "Measure load memory and generation tokens/s (cached vs full recompute).")
+@Command(name = "bench-generate", mixinStandardHelpOptions = true,
+        description = "Benchmark: load memory and generation tokens/s, with and without the KV cache. Run it alone on the machine.")
 final class BenchGenerateCommand implements Callable<Integer> {
 
     @Spec

@@ -18,7 +18,7 @@ import picocli.CommandLine.Option;
 import picocli.CommandLine.Spec;
 
 /**
- * Hidden benchmark: the trainer's step on the peer benchmark's shapes ({@link TrainingBench} says what it runs).
+ * Benchmark: the trainer's step on the peer benchmark's shapes ({@link TrainingBench} says what it runs).
  *
  * <pre>
  * finetune bench-train --shape small --mode lora
@@ -27,8 +27,10 @@ import picocli.CommandLine.Spec;
  * finetune bench-train --shape tiny --mode full --wait-quiet 600
  * </pre>
  */
-@Command(name = "bench-train", hidden = true, mixinStandardHelpOptions = true,
-        description = "Measure training tokens/s, step time and peak memory on the peer benchmark's shapes.")
+@Command(name = "bench-train", mixinStandardHelpOptions = true,
+        description = {"Benchmark: training tokens/s, step time and peak memory on fixed model shapes (shapes.tsv), "
+                + "for reading against the peers in trainers/src/main/python/bench/peers.py. Run it alone on the machine; "
+                + "on busy cores compare builds by cpu_ms_per_step."})
 final class BenchTrainCommand implements Callable<Integer> {
 
     @Spec

@@ -2,13 +2,22 @@ package dev.finetune.trainers.bench;
 
 import com.google.gson.JsonParser;
 import dev.finetune.recipes.model.ModelConfig;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.UncheckedIOException;
+import java.nio.charset.StandardCharsets;
+import java.util.HashMap;
+import java.util.List;
 import java.util.Locale;
+import java.util.Map;
 
-/** The peer benchmark's ({@code shared/bench/peer_torch.py}) TINY, SMALL and MEDIUM, with its default timed and warm-up step counts. */
+/**
+ * The training benchmark's shapes with their default timed and warm-up step counts, from {@code shapes.tsv} beside
+ * this class, the table the peer runner ({@code trainers/src/main/python/bench/peers.py}) reads too, so both sides
+ * of a comparison train the same model.
+ */
 public enum BenchShape {
-    TINY(512, 64, 5, 8, 4, 172, 256, 8, 30, 3),
-    SMALL(4096, 256, 4, 4, 4, 688, 256, 8, 12, 2),
-    MEDIUM(32000, 512, 8, 8, 8, 1376, 512, 4, 6, 1);
+    TINY, SMALL, MEDIUM;
 
     public final int vocab;
     public final int dim;
@@ -21,18 +30,54 @@ public enum BenchShape {
     public final int steps;
     public final int warmupSteps;
 
-    BenchShape(int vocab, int dim, int layers, int heads, int kvHeads, int ffn, int seq, int batch, int steps,
-            int warmupSteps) {
-        this.vocab = vocab;
-        this.dim = dim;
-        this.layers = layers;
-        this.heads = heads;
-        this.kvHeads = kvHeads;
-        this.ffn = ffn;
-        this.seq = seq;
-        this.batch = batch;
-        this.steps = steps;
-        this.warmupSteps = warmupSteps;
+    BenchShape() {
+        Map<String, Integer> row = Table.ROWS.get(name().toLowerCase(Locale.ROOT));
+        if (row == null) {
+            throw new IllegalStateException(Table.FILE + " has no row for " + name().toLowerCase(Locale.ROOT));
+        }
+        vocab = row.get("vocab");
+        dim = row.get("dim");
+        layers = row.get("layers");
+        heads = row.get("heads");
+        kvHeads = row.get("kv_heads");
+        ffn = row.get("ffn");
+        seq = row.get("seq");
+        batch = row.get("batch");
+        steps = row.get("steps");
+        warmupSteps = row.get("warmup_steps");
+    }
+
+    /** The table, read once; a holder because an enum's constructor cannot read the enum's own static fields. */
+    private static final class Table {
+        static final String FILE = "shapes.tsv";
+        static final Map<String, Map<String, Integer>> ROWS = read();
+
+        private static Map<String, Map<String, Integer>> read() {
+            try (InputStream in = BenchShape.class.getResourceAsStream(FILE)) {
+                if (in == null) {
+                    throw new IllegalStateException(FILE + " is missing from the build");
+                }
+                List<String> lines = new String(in.readAllBytes(), StandardCharsets.UTF_8).lines()
+                        .filter(l -> !l.isBlank() && !l.startsWith("#")).toList();
+                String[] header = lines.get(0).split("\t");
+                Map<String, Map<String, Integer>> rows = new HashMap<>();
+                for (String line : lines.subList(1, lines.size())) {
+                    String[] cells = line.split("\t");
+                    if (cells.length != header.length) {
+                        throw new IllegalStateException(FILE + ": row '" + line + "' has " + cells.length
+                                + " cells, the header " + header.length);
+                    }
+                    Map<String, Integer> row = new HashMap<>();
+                    for (int i = 1; i < cells.length; i++) {
+                        row.put(header[i], Integer.parseInt(cells[i]));
+                    }
+                    rows.put(cells[0], row);
+                }
+                return rows;
+            } catch (IOException e) {
+                throw new UncheckedIOException(e);
+            }
+        }
     }
 
     /** The shape as a Hugging Face {@code config.json}, so a random model of it can also be saved and loaded. */

@@ -29,8 +29,8 @@ import java.util.SplittableRandom;
 import java.util.stream.Stream;
 
 /**
- * Training throughput and peak memory on the shapes and settings of {@code shared/bench/peer_torch.py}, so the two
- * can be read side by side.
+ * Training throughput and peak memory on the {@link BenchShape} shapes, the model, step and data sizes the plain
+ * torch peer ({@code trainers/src/main/python/bench/peers.py torch}) trains too, so the two can be read side by side.
  *
  * <p>The step is the trainer's own ({@link Trainer} with {@link SftObjective} on {@link LlamaTrainable}, AdamW,
  * constant learning rate, no clipping, no evaluation or checkpoints), fed random token rows whose labels are the
