@@ -3,6 +3,7 @@
 
   peers.py torch --shape small --mode lora      plain eager torch on bench-train's model, step and data sizes
   peers.py hf-quickstart [--eval]               transformers Trainer + PEFT LoRA doing configs/quickstart.yaml's work
+  peers.py gemm                                 torch's fp32 GEMM ceiling, as bench-train --gemm-peak measures it
 
 Both print per-step lines, then one summary line in bench-train's key=value form, starting with the peer's name
 (`peer_torch ...`, `peer_hf ...`) where bench-train's starts with `finetune`. The shapes come from the table
@@ -357,6 +358,27 @@ def run_hf(a):
           f"omp_wait_policy={omp_wait_policy()} torch={torch.__version__}", flush=True)
 
 
+def run_gemm(a):
+    """fp32 2048x2048 by 2048x2048, two untimed then the median of ten, as bench-train --gemm-peak."""
+    n, runs = 2048, 10
+    torch.manual_seed(1234)
+    x, y = torch.randn(n, n), torch.randn(n, n)
+    for _ in range(2):
+        x @ y
+    seconds = []
+    start = Counters()
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        x @ y
+        seconds.append(time.perf_counter() - t0)
+    end = Counters()
+    flops = 2.0 * n ** 3
+    print(f"peer_torch gemm_peak_gflops={flops / statistics.median(seconds) / 1e9:.1f} n={n} runs={runs} "
+          f"gflops_max={flops / min(seconds) / 1e9:.1f} gflops_min={flops / max(seconds) / 1e9:.1f} "
+          f"threads={torch.get_num_threads()} cpu_per_wall={start.cpu_per_wall(end):.2f} "
+          f"other_cpu={start.other_share(end):.2f} torch={torch.__version__}", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="peer", required=True)
@@ -374,7 +396,8 @@ def main():
     h.add_argument("--eval", action="store_true", help="evaluate and save as the recipe does (eval_steps, save_steps)")
     h.add_argument("--max-steps", type=int, default=0, help="stop after N steps (0: the recipe's epochs)")
     h.add_argument("--out", default=os.path.join(REPO, "out", "peer-hf"), help="the Trainer's output folder")
-    for p in (t, h):
+    g = sub.add_parser("gemm", help="torch's fp32 GEMM ceiling (2048³ matmul, median of 10)")
+    for p in (t, h, g):
         p.add_argument("--threads", type=int, default=os.cpu_count(),
                        help="torch threads (default: one per core, as finetune's engine)")
     a = ap.parse_args()
@@ -383,6 +406,8 @@ def main():
         if (a.steps is not None and a.steps < 1) or (a.warmup_steps is not None and a.warmup_steps < 0):
             ap.error("--steps must be >= 1 and --warmup-steps >= 0")
         run_torch(a)
+    elif a.peer == "gemm":
+        run_gemm(a)
     else:
         run_hf(a)
 
