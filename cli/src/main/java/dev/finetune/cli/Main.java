@@ -10,6 +10,9 @@ import dev.finetune.recipes.plan.MemoryPlan;
 import dev.finetune.recipes.plan.PlanText;
 import dev.finetune.recipes.plan.RecipeSetup;
 import dev.finetune.trainers.backend.SingleDeviceBackend;
+import dev.finetune.trainers.backend.fsdp.FsdpBackend;
+import dev.finetune.trainers.backend.fsdp.Launch;
+import dev.finetune.trainers.backend.fsdp.WorkerPython;
 import java.io.PrintWriter;
 import java.nio.file.Path;
 import java.util.Locale;
@@ -31,7 +34,7 @@ import picocli.CommandLine.Spec;
                 + "With a recipe and no command: validate it, print the batch plan, then train.",
         subcommands = {ValidateCommand.class, PlanCommand.class, DiffCommand.class, ConfigsCommand.class, GenerateCommand.class,
                 MergeLoraCommand.class, BenchGenerateCommand.class, BenchTrainCommand.class, RewardsCommand.class,
-                AutoComplete.GenerateCompletion.class},
+                PreprocessCommand.class, LaunchCommand.class, AutoComplete.GenerateCompletion.class},
         footerHeading = "%nExamples:%n",
         footer = {
             "  finetune configs cp quickstart.yaml my.yaml        copy a shipped recipe to start from",
@@ -40,6 +43,7 @@ import picocli.CommandLine.Spec;
             "  finetune my.yaml learning_rate=1e-4 lora_r=32      validate, plan, train with overrides",
             "  finetune generate out/my --prompt \"Once upon\"     try the result (an output or checkpoint-N folder)",
             "  finetune merge-lora out/my                         fold the adapter into the base weights",
+            "  finetune my.yaml backend=fsdp --nproc-per-node 8   FSDP2 over 8 GPUs (torchrun; --dry-run to see it)",
             "  source <(finetune generate-completion)             tab completion in bash or zsh",
         },
         exitCodeListHeading = "%nExit codes:%n",
@@ -79,13 +83,46 @@ public final class Main implements Callable<Integer> {
         ValidateCommand.printWarnings(spec.commandLine().getErr(), validated.warnings());
         out.print(validated.plan().describe());
         // A recipe this build cannot run is refused before its memory is even estimated.
-        SingleDeviceBackend.requireRunnable(validated.recipe());
-        requireFits(validated);
+        boolean fsdp = FsdpBackend.wanted(validated.recipe(), launchOptions.nprocPerNode);
+        if (fsdp) {
+            FsdpBackend.requireRunnable(validated.recipe());
+        } else {
+            launchOptions.requireUnused();
+            SingleDeviceBackend.requireRunnable(validated.recipe());
+        }
+        MemoryPlan plan = requireFits(validated);
+        if (fsdp) {
+            // the sharded terms, all-gather and reduce-scatter buffers and the per-rank peak, before anything starts
+            out.print(PlanText.render(plan));
+            return trainFsdp(validated, plan.estimate());
+        }
         return dispatchTraining(validated);
     }
 
+    @CommandLine.Mixin
+    LaunchOptions launchOptions = new LaunchOptions();
+
+    /** {@code backend: fsdp}: torchrun and the Python worker; {@code --dry-run} only prints what would start. */
+    private int trainFsdp(ValidatedRecipe validated, MemoryEstimate estimate) {
+        PrintWriter out = spec.commandLine().getOut();
+        Launch launch = launchOptions.launch(validated.recipe());
+        if (launch.dryRun()) {
+            out.print(FsdpBackend.dryRun(validated, launch, WorkerPython.find(launch.python(), System.getenv(),
+                    System.getProperty("finetune.home"))));
+            return OK;
+        }
+        FsdpBackend.Result result = FsdpBackend.train(validated,
+                new FsdpBackend.Settings(launch, estimate.peakBytes(), out));
+        if (!Double.isNaN(result.firstEvalLoss())) {
+            out.printf(Locale.ROOT, "eval loss: %.4f -> %.4f (%+.1f%%)%n", result.firstEvalLoss(),
+                    result.lastEvalLoss(), 100 * (result.lastEvalLoss() / result.firstEvalLoss() - 1));
+        }
+        out.printf(Locale.ROOT, "saved %s to %s%n", String.join(", ", result.savedFiles()), result.outputDir());
+        return OK;
+    }
+
     /** Refuses, before anything is loaded or written, a recipe whose memory plan exceeds the device it names. */
-    private void requireFits(ValidatedRecipe validated) {
+    private MemoryPlan requireFits(ValidatedRecipe validated) {
         PrintWriter out = spec.commandLine().getOut();
         Path recipe = recipeArgs.recipe();
         MemoryPlan plan = PlanCommand.memoryPlan(validated, recipe, null,
@@ -104,6 +141,7 @@ public final class Main implements Callable<Integer> {
                     "does not fit: peak %.1f GiB per device exceeds %.1f GiB by %.1f GiB",
                     estimate.peakBytes() / gib, estimate.capacityBytes() / gib, -estimate.headroomBytes() / gib), fix);
         }
+        return plan;
     }
 
     @Option(names = "--sample-prompt", paramLabel = "TEXT",
@@ -152,6 +190,12 @@ public final class Main implements Callable<Integer> {
                 }
                 errors.flush();
                 return BAD_INPUT;
+            }
+            if (e instanceof FsdpBackend.WorkerFailed failed) {
+                // The rank's own traceback is already printed above, tagged with its rank and host.
+                commandLine.getErr().println("error: run failed: " + failed.getMessage());
+                commandLine.getErr().flush();
+                return RUN_FAILED;
             }
             // Anything else is our failure, not the user's: say so and keep the trace for the bug report.
             commandLine.getErr().println("error: run failed: " + e);

@@ -147,9 +147,7 @@ final class ParallelismSection {
             problems.error(top.at("backend"), "backend: single cannot shard, but fsdp_config is set",
                     "use backend: fsdp, or remove fsdp_config");
         }
-        if (backend == Recipe.Backend.FSDP && hardware instanceof Recipe.Hardware.Cpu) {
-            problems.error(top.at("backend"), "backend: fsdp needs GPUs, but hardware is cpu", "use backend: single");
-        }
+        // backend: fsdp with hardware: cpu is allowed: the ranks run as CPU processes over gloo (--nproc-per-node).
         return backend;
     }
 

@@ -18,10 +18,10 @@ import java.util.stream.Stream;
  * A fingerprint of the training data for the checkpoint's resume keys: each dataset's type, field and file
  * contents. Edited rows change it, so a resume never continues a data order computed for other data.
  */
-final class DatasetIdentity {
+public final class DatasetIdentity {
     private DatasetIdentity() {}
 
-    static String of(List<DatasetSpec> datasets) {
+    public static String of(List<DatasetSpec> datasets) {
         MessageDigest digest = sha256();
         for (DatasetSpec spec : datasets) {
             update(digest, spec.type() + "\u0000" + spec.field() + "\u0000" + spec.fieldMessages() + "\u0000");

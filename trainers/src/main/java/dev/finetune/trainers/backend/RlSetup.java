@@ -47,10 +47,9 @@ public record RlSetup<B extends Batch>(Objective<B> objective, List<B> train, Li
     public static RlSetup<?> of(Recipe recipe, int microBatchSize, DataOptions data, Tokenizer tokenizer,
             TrainableModel<?> trainable, LlamaTrainable llama, AdapterSwitch adapters, boolean allowCommands,
             NDManager manager) {
-        int padId = tokenizer.special().padId() >= 0 ? tokenizer.special().padId()
-                : Math.max(0, tokenizer.special().eosId());
+        int padId = padId(tokenizer);
         if (recipe.objective() instanceof Recipe.Objective.Dpo dpo) {
-            return dpo(recipe, dpo, microBatchSize, data, tokenizer, trainable, adapters, padId, manager);
+            return dpo(recipe, dpo, microBatchSize, tokenizer, trainable, adapters, manager);
         }
         if (recipe.objective() instanceof Recipe.Objective.Grpo grpo) {
             return grpo(recipe, grpo, microBatchSize, data, tokenizer, llama, adapters, allowCommands, padId);
@@ -58,18 +57,21 @@ public record RlSetup<B extends Batch>(Objective<B> objective, List<B> train, Li
         throw new IllegalArgumentException("not an rl: objective: " + recipe.objective());
     }
 
-    private static RlSetup<DpoBatch> dpo(Recipe recipe, Recipe.Objective.Dpo dpo, int micro, DataOptions data,
-            Tokenizer tokenizer, TrainableModel<?> trainable, AdapterSwitch adapters, int padId, NDManager manager) {
-        RlRows.Split<PreferencePair> pairs = RlRows.preferences(recipe.data().datasets(), data, tokenizer);
-        List<PreferencePair> evalPairs = recipe.data().testDatasets().isEmpty() ? pairs.eval()
-                : RlRows.preferences(recipe.data().testDatasets(), data.withValSetSize(0), tokenizer).train();
+    /** The pad id of rows: the tokenizer's pad token, else EOS, else 0. */
+    static int padId(Tokenizer tokenizer) {
+        return tokenizer.special().padId() >= 0 ? tokenizer.special().padId() : Math.max(0, tokenizer.special().eosId());
+    }
+
+    private static RlSetup<DpoBatch> dpo(Recipe recipe, Recipe.Objective.Dpo dpo, int micro, Tokenizer tokenizer,
+            TrainableModel<?> trainable, AdapterSwitch adapters, NDManager manager) {
+        TrainingData<DpoBatch> batches = TrainingData.dpo(recipe, micro, tokenizer);
         List<DpoLoss.Term> terms = new ArrayList<>();
         for (int i = 0; i < dpo.lossTypes().size(); i++) {
             terms.add(new DpoLoss.Term(dpo.lossTypes().get(i), dpo.lossWeights().get(i)));
         }
         DpoLoss loss = new DpoLoss(terms, dpo.beta(), dpo.labelSmoothing(), DpoLoss.DISCOPOP_TAU);
-        List<DpoBatch> train = chunks(pairs.train(), micro, part -> DpoBatch.of(part, padId));
-        List<DpoBatch> eval = chunks(evalPairs, micro, part -> DpoBatch.of(part, padId));
+        List<DpoBatch> train = batches.train();
+        List<DpoBatch> eval = batches.eval();
         // Full fine-tuning moves the only copy of the weights, so the reference is taken from them before the
         // first step (a resumed run rebuilds it the same way from the base model it loads first).
         boolean precomputed = adapters == null || dpo.precomputeRefLogProbs();
@@ -77,9 +79,8 @@ public record RlSetup<B extends Batch>(Objective<B> objective, List<B> train, Li
             train = DpoObjective.precompute(trainable, adapters, train, manager);
             eval = DpoObjective.precompute(trainable, adapters, eval, manager);
         }
-        String report = String.format(Locale.ROOT, "dpo: %d pairs for training, %d held out (%d rows read, %d longer "
-                + "than sequence_len, %d invalid skipped); loss %s, beta %s; reference: %s%n", pairs.train().size(),
-                evalPairs.size(), pairs.rows(), pairs.tooLong(), pairs.skipped(), terms.stream().map(t -> t.weight() == 1 ? t.type().key()
+        String report = batches.report() + String.format(Locale.ROOT, "dpo: loss %s, beta %s; reference: %s%n",
+                terms.stream().map(t -> t.weight() == 1 ? t.type().key()
                         : t.weight() + "*" + t.type().key()).collect(java.util.stream.Collectors.joining(" + ")),
                 dpo.beta(),
                 precomputed ? "computed once before training" : "run beside the policy each step, outside the gradient");

@@ -21,7 +21,7 @@ public final class RunFiles {
 
     private RunFiles() {}
 
-    static void start(Path outputDir, ValidatedRecipe recipe, Path tokenizerDir) {
+    public static void start(Path outputDir, ValidatedRecipe recipe, Path tokenizerDir) {
         try {
             Files.createDirectories(outputDir);
             Path resolved = outputDir.resolve(RESOLVED_RECIPE);

@@ -7,8 +7,6 @@ import dev.finetune.recipes.Recipe;
 import dev.finetune.recipes.UserError;
 import dev.finetune.recipes.ValidatedRecipe;
 import dev.finetune.trainers.data.DataOptions;
-import dev.finetune.trainers.data.DataPipeline;
-import dev.finetune.trainers.data.PreparedData;
 import dev.finetune.trainers.text.Tokenizer;
 import dev.finetune.trainers.train.RecipeOptions;
 import dev.finetune.trainers.train.Trainer;
@@ -79,18 +77,12 @@ public final class SingleDeviceBackend {
         Path modelDir = localModel(recipe.model().baseModel());
         Tokenizer tokenizer = Tokenizer.load(recipe.model().tokenizerConfig() != null
                 ? localModel(recipe.model().tokenizerConfig()) : modelDir);
-        DataOptions dataOptions = dataOptions(recipe);
-        PreparedData data = DataPipeline.prepare(recipe.data().datasets(), dataOptions, tokenizer);
-        PreparedData tests = recipe.data().testDatasets().isEmpty() ? null
-                : DataPipeline.prepare(recipe.data().testDatasets(), dataOptions.withValSetSize(0), tokenizer);
-        out.print(data.report().describe());
-        Sample sample = Sample.of(data, tokenizer, settings.samplePrompt(), SAMPLE_TOKENS);
+        TrainingData<SftBatch> data = TrainingData.sft(recipe, validated.plan().micro(), tokenizer);
+        out.print(data.report());
+        List<SftBatch> train = data.train();
+        List<SftBatch> eval = data.eval();
+        Sample sample = Sample.of(data.prepared(), tokenizer, settings.samplePrompt(), SAMPLE_TOKENS);
 
-        int micro = validated.plan().micro();
-        int evalMicro = recipe.batch().evalBatchSize() != null ? recipe.batch().evalBatchSize() : micro;
-        List<SftBatch> train = SftBatches.of(data.trainBatches(0, micro));
-        List<SftBatch> eval = SftBatches.of(tests != null ? tests.trainBatches(0, evalMicro)
-                : data.evalBatches(evalMicro));
         TrainingOptions options = RecipeOptions.from(recipe, validated.plan().accumulation(), train.size(),
                 DatasetIdentity.of(recipe.data().datasets()));
         Trainer.requireResumable(options, train.size());
@@ -201,7 +193,7 @@ public final class SingleDeviceBackend {
     }
 
     /** The recipe's top-level data settings. */
-    static DataOptions dataOptions(Recipe recipe) {
+    public static DataOptions dataOptions(Recipe recipe) {
         return new DataOptions(recipe.training().sequenceLen(), recipe.data().trainOnInputs(),
                 recipe.training().samplePacking(), recipe.data().valSetSize(), recipe.training().seed(),
                 recipe.data().excessLength(), recipe.data().skipInvalidRows(), recipe.model().chatTemplate(),
@@ -209,7 +201,7 @@ public final class SingleDeviceBackend {
     }
 
     /** This build reads models from local folders only and never downloads. */
-    static Path localModel(String name) {
+    public static Path localModel(String name) {
         Path dir = Path.of(name);
         if (!Files.isDirectory(dir)) {
             throw new UserError("base_model", "'" + name + "' is not a local model folder, and this build never downloads",

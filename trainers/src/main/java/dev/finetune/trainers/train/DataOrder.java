@@ -7,13 +7,13 @@ import java.util.SplittableRandom;
  * micro batches once in an order drawn from ({@code seed}, epoch). The order is a pure function of the position,
  * so a resumed run needs only the position to continue the same sequence.
  */
-final class DataOrder {
+public final class DataOrder {
     private final int size;
     private final long seed;
     private long cachedEpoch = -1;
     private int[] permutation;
 
-    DataOrder(int size, long seed) {
+    public DataOrder(int size, long seed) {
         if (size < 1) {
             throw new IllegalArgumentException("the training data has no micro batch");
         }
@@ -22,7 +22,7 @@ final class DataOrder {
     }
 
     /** The index of the micro batch at data position {@code position} (0-based, counted across epochs). */
-    int at(long position) {
+    public int at(long position) {
         long epoch = position / size;
         if (epoch != cachedEpoch) {
             permutation = permutation(epoch);

@@ -1,0 +1,61 @@
+package dev.finetune.trainers.backend;
+
+import dev.finetune.recipes.Recipe;
+import dev.finetune.trainers.data.DataOptions;
+import dev.finetune.trainers.data.DataPipeline;
+import dev.finetune.trainers.data.PreparedData;
+import dev.finetune.trainers.data.RlRows;
+import dev.finetune.trainers.text.Tokenizer;
+import dev.finetune.trainers.train.dpo.DpoBatch;
+import dev.finetune.trainers.train.dpo.PreferencePair;
+import dev.finetune.trainers.train.sft.SftBatch;
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * The micro batches a recipe trains and evaluates on, tokenized, masked and packed: the one code path both backends
+ * take (the JVM trainer directly, the fsdp worker through {@code finetune preprocess}'s file), so that they see the
+ * same numbers.
+ *
+ * @param rows dataset rows read
+ * @param report what to print about the data
+ * @param prepared SFT: the tokenized examples (the before/after sample takes its prompt from them); else null
+ */
+public record TrainingData<B>(List<B> train, List<B> eval, long rows, String report, PreparedData prepared) {
+
+    /** SFT: the epoch-0 packing of the training examples, and the eval split or the test datasets. */
+    public static TrainingData<SftBatch> sft(Recipe recipe, int micro, Tokenizer tokenizer) {
+        DataOptions options = SingleDeviceBackend.dataOptions(recipe);
+        PreparedData data = DataPipeline.prepare(recipe.data().datasets(), options, tokenizer);
+        PreparedData tests = recipe.data().testDatasets().isEmpty() ? null
+                : DataPipeline.prepare(recipe.data().testDatasets(), options.withValSetSize(0), tokenizer);
+        int evalMicro = recipe.batch().evalBatchSize() != null ? recipe.batch().evalBatchSize() : micro;
+        List<SftBatch> train = SftBatches.of(data.trainBatches(0, micro));
+        List<SftBatch> eval = SftBatches.of(tests != null ? tests.trainBatches(0, evalMicro)
+                : data.evalBatches(evalMicro));
+        long rows = data.report().datasets().stream().mapToLong(d -> d.rows()).sum();
+        return new TrainingData<>(train, eval, rows, data.report().describe(), data);
+    }
+
+    /** DPO: preference pairs in micro batches of {@code micro} pairs, chosen rows first. */
+    public static TrainingData<DpoBatch> dpo(Recipe recipe, int micro, Tokenizer tokenizer) {
+        DataOptions options = SingleDeviceBackend.dataOptions(recipe);
+        RlRows.Split<PreferencePair> pairs = RlRows.preferences(recipe.data().datasets(), options, tokenizer);
+        List<PreferencePair> evalPairs = recipe.data().testDatasets().isEmpty() ? pairs.eval()
+                : RlRows.preferences(recipe.data().testDatasets(), options.withValSetSize(0), tokenizer).train();
+        int padId = RlSetup.padId(tokenizer);
+        String report = String.format(java.util.Locale.ROOT, "dpo: %d pairs for training, %d held out (%d rows read, "
+                + "%d longer than sequence_len, %d invalid skipped)%n", pairs.train().size(), evalPairs.size(),
+                pairs.rows(), pairs.tooLong(), pairs.skipped());
+        return new TrainingData<>(chunks(pairs.train(), micro, padId), chunks(evalPairs, micro, padId), pairs.rows(),
+                report, null);
+    }
+
+    private static List<DpoBatch> chunks(List<PreferencePair> pairs, int size, int padId) {
+        List<DpoBatch> out = new ArrayList<>();
+        for (int from = 0; from < pairs.size(); from += size) {
+            out.add(DpoBatch.of(pairs.subList(from, Math.min(pairs.size(), from + size)), padId));
+        }
+        return out;
+    }
+}

@@ -1,0 +1,231 @@
+package dev.finetune.trainers.backend.fsdp;
+
+import ai.djl.engine.Engine;
+import ai.djl.ndarray.NDManager;
+import com.google.gson.GsonBuilder;
+import com.google.gson.JsonObject;
+import dev.finetune.adapters.lora.LoraFactory;
+import dev.finetune.adapters.peft.AdapterConfig;
+import dev.finetune.adapters.peft.AdapterFiles;
+import dev.finetune.adapters.peft.AdapterWeights;
+import dev.finetune.recipes.AdapterSpec;
+import dev.finetune.recipes.DpoLossType;
+import dev.finetune.recipes.Recipe;
+import dev.finetune.recipes.UserError;
+import dev.finetune.trainers.backend.DatasetIdentity;
+import dev.finetune.trainers.model.LlamaModel;
+import dev.finetune.trainers.model.LoadOptions;
+import dev.finetune.trainers.train.DataOrder;
+import dev.finetune.trainers.train.RecipeOptions;
+import dev.finetune.trainers.train.Trainer;
+import dev.finetune.trainers.train.TrainingOptions;
+import dev.finetune.trainers.train.checkpoint.ResumeKeys;
+import dev.finetune.trainers.train.optim.LrSchedule;
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+
+/**
+ * Everything the worker needs besides the batches file, decided here once: the resolved settings as JSON, the
+ * schedule (which micro batch at every data position, the learning rate of every step) and the initial LoRA weights.
+ * The worker computes nothing that is random or a schedule, so its loss sequence can be compared with the JVM
+ * trainer's step by step.
+ *
+ * @param microBatchesPerStep micro batches per optimizer step over all ranks: ranks × gradient_accumulation_steps
+ */
+public record WorkerPlan(Path folder, Path planFile, long totalSteps, long warmupSteps, int microBatchesPerStep,
+        int microBatchesPerEpoch, TrainingOptions options) {
+
+    public static final String FOLDER = "worker";
+    /** The DPO loss types the worker's objectives.Dpo implements, as the JVM trainer's DpoLoss writes them. */
+    static final java.util.Set<DpoLossType> WORKER_DPO_LOSSES = java.util.EnumSet.of(DpoLossType.SIGMOID,
+            DpoLossType.HINGE, DpoLossType.IPO, DpoLossType.SIGMOID_NORM);
+
+    /** The schedule of a run, without writing anything (also what {@code --dry-run} reports). */
+    public static TrainingOptions options(Recipe recipe, int microBatchesPerStep, int microBatchesPerEpoch) {
+        return RecipeOptions.from(recipe, microBatchesPerStep, microBatchesPerEpoch,
+                DatasetIdentity.of(recipe.data().datasets()));
+    }
+
+    /** Writes plan.json, schedule.safetensors and (LoRA) initial-adapter/ under {@code output_dir/worker}. */
+    public static WorkerPlan write(Recipe recipe, Preprocess.Prepared data, Launch launch, int accumulation,
+            Path modelDir) {
+        int perStep = accumulation * launch.worldSize();
+        int perEpoch = data.trainBatches();
+        TrainingOptions options = options(recipe, perStep, perEpoch);
+        long total = Trainer.totalSteps(options, perEpoch);
+        long warmup = LrSchedule.warmupUpdates(options.warmupSteps(), options.warmupRatio(), total);
+        Path outputDir = options.outputDir();
+        Path folder = outputDir.resolve(FOLDER);
+        Path schedule = folder.resolve("schedule.safetensors");
+        // On a multi-node run the first node writes the shared files; the others' workers cannot start before it
+        // joined the rendezvous, which it does only after writing them.
+        boolean writer = launch.nodeRank() == 0;
+        if (writer) {
+            writeSchedule(schedule, options, total, warmup, perStep, perEpoch);
+        }
+
+        Map<String, String> invariants = new TreeMap<>(options.resumeInvariants());
+        invariants.put("micro_batches_per_epoch", Integer.toString(perEpoch));
+        invariants.put("micro_batches_per_step", Integer.toString(perStep));
+
+        JsonObject plan = new JsonObject();
+        plan.addProperty("format", "finetune-worker-plan-1");
+        plan.addProperty("base_model", modelDir.toAbsolutePath().toString());
+        plan.addProperty("output_dir", outputDir.toAbsolutePath().toString());
+        plan.addProperty("batches", data.file().toAbsolutePath().toString());
+        plan.addProperty("schedule", schedule.toAbsolutePath().toString());
+        plan.add("objective", objective(recipe));
+        if (recipe.adapter() instanceof AdapterSpec.Lora lora) {
+            if (lora.quantized()) {
+                throw new UserError("adapter", "QLoRA on the fsdp backend is not in this build",
+                        "use adapter: lora with backend: fsdp, or QLoRA with backend: single");
+            }
+            Path initial = folder.resolve("initial-adapter");
+            if (writer) {
+                writeInitialAdapter(recipe, lora, modelDir, initial);
+            }
+            JsonObject adapter = new JsonObject();
+            adapter.addProperty("kind", "lora");
+            adapter.addProperty("initial", initial.toAbsolutePath().toString());
+            plan.add("adapter", adapter);
+        }
+        Recipe.Fsdp fsdp = recipe.distributed().fsdp();
+        plan.addProperty("gradient_checkpointing", options.gradientCheckpointing()
+                || (fsdp != null && fsdp.activationCheckpointing()));
+        plan.addProperty("reshard_after_forward", fsdp == null || fsdp.reshardAfterForward());
+        plan.addProperty("offload_params", fsdp != null && fsdp.offloadParams());
+        plan.addProperty("bf16", recipe.precision().bf16().name().toLowerCase(java.util.Locale.ROOT));
+        plan.addProperty("total_steps", total);
+        plan.addProperty("micro_batches_per_step", perStep);
+        plan.addProperty("micro_batches_per_epoch", perEpoch);
+        plan.addProperty("eval_steps", options.evalSteps());
+        plan.addProperty("save_steps", options.saveSteps());
+        plan.addProperty("save_total_limit", options.saveTotalLimit());
+        JsonObject optimizer = new JsonObject();
+        optimizer.addProperty("beta1", options.adamBeta1());
+        optimizer.addProperty("beta2", options.adamBeta2());
+        optimizer.addProperty("epsilon", options.adamEpsilon());
+        optimizer.addProperty("weight_decay", options.weightDecay());
+        optimizer.addProperty("max_grad_norm", options.maxGradNorm());
+        plan.add("optimizer", optimizer);
+        plan.addProperty("seed", options.seed());
+        plan.addProperty("resume_key", ResumeKeys.hash(invariants));
+        TrainingOptions.Resume resume = options.resumeFromCheckpoint();
+        if (resume instanceof TrainingOptions.Resume.Newest) {
+            plan.addProperty("resume", "newest");
+        } else if (resume instanceof TrainingOptions.Resume.From from) {
+            Path given = from.folder();
+            plan.addProperty("resume", (given.isAbsolute() || Files.isDirectory(given) ? given
+                    : outputDir.resolve(given)).toAbsolutePath().toString());
+        }
+        plan.addProperty("world_size", launch.worldSize());
+        plan.addProperty("data_log_dir", folder.resolve("logs").toAbsolutePath().toString());
+        Path planFile = folder.resolve("plan.json");
+        if (writer) {
+            writeAtomically(planFile, new GsonBuilder().setPrettyPrinting().create().toJson(plan) + "\n");
+        }
+        return new WorkerPlan(folder, planFile, total, warmup, perStep, perEpoch, options);
+    }
+
+    static JsonObject objective(Recipe recipe) {
+        JsonObject objective = new JsonObject();
+        objective.addProperty("kind", Preprocess.objectiveKind(recipe));
+        if (recipe.objective() instanceof Recipe.Objective.Dpo dpo) {
+            com.google.gson.JsonArray terms = new com.google.gson.JsonArray();
+            for (int i = 0; i < dpo.lossTypes().size(); i++) {
+                DpoLossType type = dpo.lossTypes().get(i);
+                if (!WORKER_DPO_LOSSES.contains(type)) {
+                    throw new UserError("dpo_loss_type", "the fsdp worker implements " + WORKER_DPO_LOSSES.stream()
+                            .map(DpoLossType::key).toList() + ", not " + type.key(),
+                            "use one of those, or backend: single (which runs every TRL loss type)");
+                }
+                JsonObject term = new JsonObject();
+                term.addProperty("type", type.key());
+                term.addProperty("weight", dpo.lossWeights().get(i));
+                terms.add(term);
+            }
+            objective.add("terms", terms);
+            objective.addProperty("beta", dpo.beta());
+        }
+        return objective;
+    }
+
+    /**
+     * {@code order}: the micro batch at each of the run's data positions, from the JVM trainer's own
+     * {@link DataOrder}; {@code lr}: each step's learning rate from its {@link LrSchedule}.
+     */
+    private static void writeSchedule(Path file, TrainingOptions options, long total, long warmup, int perStep,
+            int perEpoch) {
+        long positions = Math.multiplyExact(total, perStep);
+        DataOrder order = new DataOrder(perEpoch, options.seed());
+        TensorsFile.write(file, List.of(
+                new TensorsFile.Tensor("order", "I32", new long[] {positions}, sink -> {
+                    for (long p = 0; p < positions; p++) {
+                        sink.int32(order.at(p));
+                    }
+                }),
+                new TensorsFile.Tensor("lr", "F64", new long[] {total}, sink -> {
+                    for (long step = 0; step < total; step++) {
+                        sink.float64(options.lrScheduler().learningRate(options.learningRate(),
+                                options.cosineMinLrRatio(), step, total, warmup));
+                    }
+                })), Map.of("format", "finetune-schedule-1"));
+    }
+
+    /**
+     * The JVM trainer's initial adapter (its A draw from the seed and layer name, B = 0; or {@code lora_model_dir}'s
+     * weights) in PEFT's layout. The base weights are mapped, not copied: only the adapter arrays are made.
+     */
+    static void writeInitialAdapter(Recipe recipe, AdapterSpec.Lora spec, Path modelDir, Path folder) {
+        Engine.getInstance();
+        try (NDManager manager = NDManager.newBaseManager()) {
+            LoraFactory factory = new LoraFactory(spec, manager, recipe.training().seed());
+            LlamaModel model = LlamaModel.load(modelDir, manager, new LoadOptions(factory, false, true));
+            factory.requireMatches();
+            if (recipe.output().loraModelDir() != null) {
+                Path saved = Path.of(recipe.output().loraModelDir());
+                AdapterFiles.Saved adapter = AdapterFiles.read(saved, manager);
+                AdapterWeights.load(model.trainable(), adapter.tensors(),
+                        saved.resolve(AdapterFiles.WEIGHTS_FILE).toString());
+            }
+            Path staging = folder.resolveSibling("." + folder.getFileName() + ".tmp");
+            deleteTree(staging);
+            AdapterFiles.write(staging, AdapterConfig.of(spec, factory.peftTargets(), recipe.model().baseModel()),
+                    model.trainable());
+            deleteTree(folder);
+            Files.move(staging, folder, StandardCopyOption.ATOMIC_MOVE);
+        } catch (IOException e) {
+            throw new UserError(folder.toString(), "cannot write the initial adapter: " + e.getMessage(),
+                    "check that output_dir is writable", e);
+        }
+    }
+
+    static void writeAtomically(Path file, String text) {
+        try {
+            Files.createDirectories(file.getParent());
+            Path temporary = file.resolveSibling("." + file.getFileName() + ".tmp");
+            Files.writeString(temporary, text, StandardCharsets.UTF_8);
+            Files.move(temporary, file, StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE);
+        } catch (IOException e) {
+            throw new UserError(file.toString(), "cannot write: " + e.getMessage(), "check that output_dir is writable",
+                    e);
+        }
+    }
+
+    private static void deleteTree(Path path) throws IOException {
+        if (!Files.exists(path)) {
+            return;
+        }
+        try (var walk = Files.walk(path)) {
+            for (Path p : walk.sorted(java.util.Comparator.reverseOrder()).toList()) {
+                Files.delete(p);
+            }
+        }
+    }
+}

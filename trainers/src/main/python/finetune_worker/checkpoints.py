@@ -1,0 +1,97 @@
+"""Sharded, reshardable checkpoints with torch.distributed.checkpoint, published atomically.
+
+Every rank writes its shards into ``.tmp-checkpoint-N``; after a barrier rank 0 writes ``worker_state.json`` last and
+renames the folder to ``checkpoint-N``. A folder named ``checkpoint-N`` is therefore always complete, and a crash
+leaves at most a temporary folder that the next start removes. Loading goes through the same DCP state dicts, so a
+checkpoint saved by W ranks loads on any other number of ranks.
+
+Nothing random needs saving: data order and learning rates come from the Java side's schedule, and dropout is
+reseeded from (seed, step, micro batch, rank) at every micro batch.
+"""
+
+import json
+import os
+import re
+import shutil
+
+import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict, set_state_dict
+
+from finetune_worker import distributed
+
+STATE_FILE = "worker_state.json"
+_NAME = re.compile(r"^checkpoint-(\d+)$")
+
+
+def _options(lora):
+    # A LoRA run's frozen base weights come from base_model again on resume; saving them would cost a model copy.
+    return StateDictOptions(ignore_frozen_params=lora)
+
+
+def complete(output_dir):
+    """Complete checkpoints, oldest first, as (step, folder)."""
+    found = []
+    if os.path.isdir(output_dir):
+        for name in os.listdir(output_dir):
+            match = _NAME.match(name)
+            folder = os.path.join(output_dir, name)
+            if match and os.path.isfile(os.path.join(folder, STATE_FILE)):
+                found.append((int(match.group(1)), folder))
+    return sorted(found)
+
+
+def remove_leftovers(output_dir, world):
+    if world.rank == 0 and os.path.isdir(output_dir):
+        for name in os.listdir(output_dir):
+            if name.startswith(".tmp-checkpoint-"):
+                shutil.rmtree(os.path.join(output_dir, name), ignore_errors=True)
+    distributed.barrier()
+
+
+def save(output_dir, step, model, optimizer, state, lora, keep, world):
+    final = os.path.join(output_dir, "checkpoint-%d" % step)
+    temporary = os.path.join(output_dir, ".tmp-checkpoint-%d" % step)
+    if world.rank == 0:
+        shutil.rmtree(temporary, ignore_errors=True)
+        os.makedirs(temporary)
+    distributed.barrier()
+    model_state, optimizer_state = get_state_dict(model, optimizer, options=_options(lora))
+    dcp.save({"model": model_state, "optimizer": optimizer_state}, checkpoint_id=os.path.join(temporary, "dcp"))
+    distributed.barrier()
+    if world.rank == 0:
+        with open(os.path.join(temporary, STATE_FILE), "w") as f:
+            json.dump(state, f, indent=2, sort_keys=True)
+            f.flush()
+            os.fsync(f.fileno())
+        shutil.rmtree(final, ignore_errors=True)
+        os.rename(temporary, final)
+        _fsync_dir(output_dir)
+        if keep and keep > 0:
+            for _, old in complete(output_dir)[:-keep]:
+                shutil.rmtree(old, ignore_errors=True)
+    distributed.barrier()
+    return final
+
+
+def load(folder, model, optimizer, lora):
+    """Loads weights and optimizer moments in place (resharding as needed) and returns the saved state."""
+    with open(os.path.join(folder, STATE_FILE)) as f:
+        state = json.load(f)
+    options = _options(lora)
+    model_state, optimizer_state = get_state_dict(model, optimizer, options=options)
+    if lora:
+        # the frozen base weights are not in a LoRA checkpoint: they are already loaded from base_model
+        options = StateDictOptions(ignore_frozen_params=True, strict=False)
+    loaded = {"model": model_state, "optimizer": optimizer_state}
+    dcp.load(loaded, checkpoint_id=os.path.join(folder, "dcp"))
+    set_state_dict(model, optimizer, model_state_dict=loaded["model"], optim_state_dict=loaded["optimizer"],
+                   options=options)
+    return state
+
+
+def _fsync_dir(path):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

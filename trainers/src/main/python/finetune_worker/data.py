@@ -1,0 +1,77 @@
+"""The micro batches the Java side tokenized, packed and wrote (``finetune preprocess``), and their order.
+
+A batches file holds, per split (``train``, ``eval``), every micro batch of one epoch laid out for the forward pass
+exactly as the JVM trainer lays it out: ids, positions (restarting at every packed example), segments (1, 2, ... per
+packed example, 0 on padding), and the next-token targets with a 0/1 mask, all flattened one batch after another.
+"""
+
+from dataclasses import dataclass
+
+import torch
+from safetensors.torch import load_file
+
+FORMAT = "finetune-batches-1"
+
+
+@dataclass(frozen=True)
+class MicroBatch:
+    ids: torch.Tensor  # [rows, columns] int64
+    positions: torch.Tensor
+    segments: torch.Tensor
+    targets: torch.Tensor  # token predicted at each position; -100 where no loss is taken
+    weight: int  # loss units: target tokens (SFT) or pairs (DPO)
+    tokens: int  # real (non-padding) tokens
+    key: tuple  # (split, index): the same batch on any device
+
+    def to(self, device):
+        return MicroBatch(self.ids.to(device), self.positions.to(device), self.segments.to(device),
+                          self.targets.to(device), self.weight, self.tokens, self.key)
+
+
+def load_split(tensors, split):
+    shapes = tensors[split + ".shapes"].tolist()
+    weights = tensors[split + ".weights"].tolist()
+    columns = {name: tensors["%s.%s" % (split, name)] for name in ("ids", "positions", "segments", "targets", "mask")}
+    batches = []
+    offset = 0
+    for index, ((rows, length), weight) in enumerate(zip(shapes, weights)):
+        cells = rows * length
+        part = {name: column[offset:offset + cells].reshape(rows, length).long() for name, column in columns.items()}
+        offset += cells
+        targets = torch.where(part["mask"] != 0, part["targets"], torch.full_like(part["targets"], -100))
+        batches.append(MicroBatch(part["ids"], part["positions"], part["segments"], targets, int(weight),
+                                  int((part["segments"] != 0).sum()), (split, index)))
+    return batches
+
+
+def load_batches(path):
+    tensors = load_file(path)
+    return load_split(tensors, "train"), load_split(tensors, "eval")
+
+
+def load_schedule(path):
+    """``order``: the micro batch at every data position; ``lr``: the learning rate of every optimizer step."""
+    tensors = load_file(path)
+    return tensors["order"].tolist(), tensors["lr"].double().tolist()
+
+
+def attention_mask(segments, dtype):
+    """Additive ``[rows, 1, T, T]`` mask: causal, within a packed example only.
+
+    Padding (segment 0) attends to itself alone, so its rows stay finite; no loss is taken there.
+    """
+    length = segments.shape[1]
+    causal = torch.ones(length, length, dtype=torch.bool, device=segments.device).tril()
+    same = segments.unsqueeze(2) == segments.unsqueeze(1)
+    real = (segments != 0).unsqueeze(2)
+    allowed = causal.unsqueeze(0) & same & real
+    allowed |= torch.eye(length, dtype=torch.bool, device=segments.device).unsqueeze(0)
+    mask = torch.zeros(allowed.shape, dtype=dtype, device=segments.device)
+    mask.masked_fill_(~allowed, torch.finfo(dtype).min)
+    return mask.unsqueeze(1)
+
+
+def rank_share(items, rank, world):
+    """This rank's share of a window: every world-th item from its rank. Every rank gets the same count when the
+    window is a multiple of the world size (training windows always are: micro x ranks x accumulation)."""
+    return items[rank::world]

@@ -1,0 +1,48 @@
+"""``python -m finetune_worker check``: one JSON line saying whether this interpreter can run the worker.
+
+The Java launcher runs this before torchrun, so a missing or too old library is one clear message with the pip
+command that fixes it instead of a traceback from every rank.
+"""
+
+import json
+import sys
+from importlib import metadata
+
+# The oldest versions the worker is written against (FSDP2's fully_shard is public API from torch 2.6).
+MINIMUM = {"torch": (2, 6), "transformers": (4, 56), "peft": (0, 17), "safetensors": (0, 4)}
+
+
+def _version_tuple(text):
+    parts = []
+    for piece in text.split("+")[0].split(".")[:2]:
+        digits = "".join(ch for ch in piece if ch.isdigit())
+        parts.append(int(digits) if digits else 0)
+    return tuple(parts)
+
+
+def check():
+    report = {"python": sys.version.split()[0], "executable": sys.executable, "packages": {}, "problems": []}
+    if sys.version_info < (3, 10):
+        report["problems"].append("Python %s is older than 3.10" % report["python"])
+    for name, minimum in MINIMUM.items():
+        try:
+            version = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            report["problems"].append("%s is not installed" % name)
+            continue
+        report["packages"][name] = version
+        if _version_tuple(version) < minimum:
+            report["problems"].append("%s %s is older than %s" % (name, version, ".".join(map(str, minimum))))
+    if not report["problems"]:
+        import torch
+
+        report["cuda_devices"] = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        report["bf16"] = bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
+        try:
+            import bitsandbytes  # noqa: F401
+
+            report["bitsandbytes"] = metadata.version("bitsandbytes")
+        except Exception:
+            report["bitsandbytes"] = None
+    print(json.dumps(report))
+    return 0 if not report["problems"] else 1

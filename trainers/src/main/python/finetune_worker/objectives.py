@@ -1,0 +1,129 @@
+"""Objectives: a micro batch in, the summed loss and its metrics out (the loop divides by the global weight).
+
+The arithmetic mirrors the JVM trainer's objectives (trainers/.../train/sft, train/dpo) so that the two loss
+sequences can be compared step by step.
+"""
+
+import torch
+import torch.nn.functional as F
+
+from finetune_worker.data import attention_mask
+
+
+def token_log_probs(model, batch):
+    """``[rows, columns]``: log p(target | prefix) at every position with a target, exactly 0 elsewhere."""
+    logits = model(input_ids=batch.ids, position_ids=batch.positions,
+                   attention_mask=attention_mask(batch.segments, torch.float32 if batch.ids.device.type == "cpu"
+                                                 else model_dtype(model)),
+                   use_cache=False).logits
+    rows, columns, vocab = logits.shape
+    losses = F.cross_entropy(logits.float().reshape(rows * columns, vocab), batch.targets.reshape(-1),
+                             reduction="none", ignore_index=-100)
+    return -losses.reshape(rows, columns)
+
+
+def model_dtype(model):
+    for parameter in model.parameters():
+        return parameter.dtype
+    return torch.float32
+
+
+class Sft:
+    name = "sft"
+
+    def prepare(self, model, train, evaluation, world):
+        return train, evaluation
+
+    def loss(self, model, batch):
+        return -token_log_probs(model, batch).sum(), {}
+
+
+class Dpo:
+    """TRL's DPO losses over rows ``[chosen..., rejected...]``, as the JVM trainer's DpoLoss writes them: several
+    ``dpo_loss_type`` terms may be summed with their weights.
+
+    The reference is the base model: the adapter switched off (LoRA), or for a full fine-tune the weights before the
+    first step, whose sequence log-probabilities are computed once by :meth:`prepare`.
+    """
+
+    name = "dpo"
+    # the loss types the worker implements; the launcher refuses the others before starting
+    TYPES = ("sigmoid", "hinge", "ipo", "sigmoid_norm")
+
+    def __init__(self, settings, lora):
+        self.terms = [(term["type"], float(term["weight"])) for term in settings["terms"]]
+        for kind, _ in self.terms:
+            if kind not in self.TYPES:
+                raise ValueError("the worker does not implement dpo_loss_type %s" % kind)
+        self.beta = float(settings["beta"])
+        self.lora = lora
+        self.reference = {}
+
+    def sequence_log_probs(self, model, batch):
+        return token_log_probs(model, batch).sum(dim=1)
+
+    def reference_of(self, model, batch):
+        if batch.key in self.reference:
+            return self.reference[batch.key]
+        with torch.no_grad():
+            if self.lora:
+                with model.disable_adapter():
+                    return self.sequence_log_probs(model, batch).detach()
+            return self.sequence_log_probs(model, batch).detach()
+
+    def prepare(self, model, train, evaluation, world):
+        if self.lora:
+            return train, evaluation
+        # Full fine-tuning moves the only copy of the weights: score every batch now. Every rank runs the same
+        # number of forward passes (FSDP all-gathers in each), then the ranks exchange their values.
+        from finetune_worker import distributed
+
+        everything = list(train) + list(evaluation)
+        values = distributed.map_batches(everything, world,
+                                         lambda batch: self.reference_of(model, batch.to(world.device)).cpu().tolist())
+        for batch, value in zip(everything, values):
+            self.reference[batch.key] = torch.tensor(value, dtype=torch.float32)
+        return train, evaluation
+
+    def per_pair(self, kind, c, r, lengths, pairs):
+        if kind == "sigmoid":
+            return F.softplus(-(c - r) * self.beta)
+        if kind == "hinge":
+            return torch.clamp(1 - (c - r) * self.beta, min=0)
+        per_token = c / lengths[:pairs] - r / lengths[pairs:]
+        if kind == "ipo":
+            return (per_token - 1 / (2 * self.beta)) ** 2
+        return F.softplus(-per_token * self.beta)  # sigmoid_norm
+
+    def loss(self, model, batch):
+        reference = self.reference_of(model, batch).to(batch.ids.device)
+        policy = self.sequence_log_probs(model, batch)
+        pairs = policy.shape[0] // 2
+        lengths = (batch.targets != -100).sum(dim=1).clamp(min=1).to(policy.dtype)
+        chosen_ratio = policy[:pairs] - reference[:pairs]
+        rejected_ratio = policy[pairs:] - reference[pairs:]
+        total = None
+        for kind, weight in self.terms:
+            term = self.per_pair(kind, chosen_ratio, rejected_ratio, lengths, pairs).sum() * weight
+            total = term if total is None else total + term
+        with torch.no_grad():
+            chosen = (self.beta * chosen_ratio).double()
+            rejected = (self.beta * rejected_ratio).double()
+            metrics = {
+                "rewards/chosen": float(chosen.mean()),
+                "rewards/rejected": float(rejected.mean()),
+                "rewards/accuracies": float((chosen > rejected).double().mean()),
+                "rewards/margins": float((chosen - rejected).mean()),
+                "logps/chosen": float(policy[:pairs].double().mean()),
+                "logps/rejected": float(policy[pairs:].double().mean()),
+            }
+        return total, metrics
+
+
+def of(plan, lora):
+    objective = plan["objective"]
+    if objective["kind"] == "sft":
+        return Sft()
+    if objective["kind"] == "dpo":
+        return Dpo(objective, lora)
+    raise ValueError("the worker does not run the objective %r" % objective["kind"])

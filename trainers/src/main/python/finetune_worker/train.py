@@ -1,0 +1,330 @@
+"""One rank of a training run: model, LoRA, FSDP2, AdamW, the loop, evaluation, checkpoints and the final save.
+
+The loop mirrors the JVM trainer (trainers/.../train/Trainer.java): step s consumes the micro batches at data
+positions [s*G, (s+1)*G) of the Java-made order, G = micro batches per optimizer step over all ranks; rank r takes
+every W-th of them from r; each micro batch's summed loss is divided by the summed weight (target tokens or pairs)
+of the whole global window, counted on every rank and all-reduced, so world size 1 and world size W compute the
+same loss and gradient up to arithmetic order.
+"""
+
+import json
+import os
+import resource
+import shutil
+import signal
+import sys
+import time
+import traceback
+
+import torch
+
+from finetune_worker import checkpoints, data, distributed, objectives
+
+
+class Reporter:
+    """JSON lines on stdout; every line names its rank and host. Rank 0 speaks for the run."""
+
+    def __init__(self, world):
+        self.world = world
+
+    def emit(self, event, everyone=False, **fields):
+        if self.world is not None and self.world.rank != 0 and not everyone:
+            return
+        line = {"event": event}
+        if self.world is not None:
+            line.update(rank=self.world.rank, host=self.world.host)
+        line.update(fields)
+        sys.stdout.write(json.dumps(line) + "\n")
+        sys.stdout.flush()
+
+
+def _peak_memory_mb(device):
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**20
+    # ru_maxrss is in KiB on Linux: the whole process, interpreter and libraries included.
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _derive(*parts):
+    """A well-mixed 63-bit seed from integers (SplitMix64 finaliser over their combination)."""
+    z = 0
+    for part in parts:
+        z = (z + 0x9E3779B97F4A7C15 * (int(part) + 1)) & 0xFFFFFFFFFFFFFFFF
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
+        z ^= z >> 31
+    return z >> 1
+
+
+def build_model(plan, world):
+    from transformers import AutoModelForCausalLM
+
+    on_gpu = world.device.type == "cuda"
+    # bf16: true/auto use bf16 compute where the GPU has it (reductions stay fp32); CPUs train in fp32.
+    precision = "bf16" if (on_gpu and plan.get("bf16", "auto") != "false" and torch.cuda.is_bf16_supported()) \
+        else "fp32"
+    model = AutoModelForCausalLM.from_pretrained(
+        plan["base_model"], dtype=torch.float32,
+        attn_implementation="sdpa" if on_gpu else "eager")
+    model.config.use_cache = False
+    if plan.get("gradient_checkpointing"):
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    layer_classes = set(getattr(model, "_no_split_modules", None) or [])
+    adapter = plan.get("adapter")
+    lora = adapter is not None
+    if lora:
+        from peft import PeftModel
+
+        # Java wrote the initial adapter (its own A init, B = 0): both backends start from the same weights.
+        model = PeftModel.from_pretrained(model, adapter["initial"], is_trainable=True)
+    model.to(world.device)
+    shard(model, layer_classes, precision, plan, world)
+    return model, lora
+
+
+def shard(model, layer_classes, precision, plan, world):
+    """fully_shard per decoder layer, then the root (embeddings, final norm and head, tied weights)."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, OffloadPolicy, fully_shard
+
+    mesh = init_device_mesh(world.device.type, (world.size,))
+    if precision == "bf16":
+        policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    else:
+        policy = MixedPrecisionPolicy()
+    layers = [m for m in model.modules() if type(m).__name__ in layer_classes]
+    if not layers:
+        raise RuntimeError("found no decoder layers (%s) to shard in %s" % (sorted(layer_classes),
+                                                                            type(model).__name__))
+    offload = CPUOffloadPolicy() if plan.get("offload_params") and world.device.type == "cuda" else OffloadPolicy()
+    reshard = bool(plan.get("reshard_after_forward", True))
+    for layer in layers:
+        fully_shard(layer, mesh=mesh, mp_policy=policy, offload_policy=offload, reshard_after_forward=reshard)
+    fully_shard(model, mesh=mesh, mp_policy=policy, offload_policy=offload, reshard_after_forward=reshard)
+
+
+def build_optimizer(model, settings):
+    decayed, plain = [], []
+    for name, parameter in model.named_parameters():
+        if not parameter.requires_grad:
+            continue
+        lower = name.lower()
+        # The Hugging Face Trainer's rule, as the JVM trainer's AdamW: biases and norm weights are not decayed.
+        (plain if lower.endswith("bias") or "norm" in lower else decayed).append(parameter)
+    groups = [{"params": decayed, "weight_decay": settings["weight_decay"]},
+              {"params": plain, "weight_decay": 0.0}]
+    return torch.optim.AdamW([g for g in groups if g["params"]], lr=0.0,
+                             betas=(settings["beta1"], settings["beta2"]), eps=settings["epsilon"])
+
+
+def grad_norm_and_clip(parameters, max_norm):
+    total = torch.nn.utils.clip_grad_norm_(parameters, max_norm if max_norm and max_norm > 0 else float("inf"))
+    if hasattr(total, "full_tensor"):
+        total = total.full_tensor()
+    return float(total)
+
+
+def evaluate(model, objective, batches, world):
+    model.eval()
+    loss_sum, weight_sum, metric_sums = 0.0, 0.0, {}
+    rounds = (len(batches) + world.size - 1) // world.size
+    mine = data.rank_share(batches, world.rank, world.size)
+    with torch.no_grad():
+        for turn in range(rounds):
+            if turn < len(mine):
+                batch = mine[turn].to(world.device)
+                loss, metrics = objective.loss(model, batch)
+                loss_sum += float(loss)
+                weight_sum += batch.weight
+                for name, value in metrics.items():
+                    metric_sums[name] = metric_sums.get(name, 0.0) + value * batch.weight
+            else:
+                # Every rank runs the same number of forward passes: each one all-gathers the sharded weights.
+                objective.loss(model, batches[0].to(world.device))
+    names = sorted(metric_sums)
+    totals = distributed.sum_all([loss_sum, weight_sum] + [metric_sums[n] for n in names], world.device)
+    weight = max(1.0, totals[1])
+    line = {"eval_loss": totals[0] / weight}
+    for name, value in zip(names, totals[2:]):
+        line["eval_" + name] = value / weight
+    return line
+
+
+def save_final(model, plan, lora, world):
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+    from safetensors.torch import save_file
+
+    options = StateDictOptions(full_state_dict=True, cpu_offload=True, ignore_frozen_params=lora)
+    state = get_model_state_dict(model, options=options)
+    files = []
+    if world.rank == 0:
+        out = plan["output_dir"]
+        staging = os.path.join(out, ".worker-final")
+        shutil.rmtree(staging, ignore_errors=True)
+        os.makedirs(staging)
+        if lora:
+            from peft.utils import get_peft_model_state_dict
+
+            adapter = get_peft_model_state_dict(model, state_dict=state)
+            save_file({k: v.contiguous() for k, v in adapter.items()},
+                      os.path.join(staging, "adapter_model.safetensors"), metadata={"format": "pt"})
+            shutil.copy(os.path.join(plan["adapter"]["initial"], "adapter_config.json"), staging)
+            files = ["adapter_model.safetensors", "adapter_config.json"]
+        else:
+            if getattr(model.config, "tie_word_embeddings", False):
+                state.pop("lm_head.weight", None)
+            save_file({k: v.contiguous() for k, v in state.items()}, os.path.join(staging, "model.safetensors"),
+                      metadata={"format": "pt"})
+            shutil.copy(os.path.join(plan["base_model"], "config.json"), staging)
+            files = ["model.safetensors", "config.json"]
+        for name in files:
+            os.replace(os.path.join(staging, name), os.path.join(out, name))
+        os.rmdir(staging)
+    distributed.barrier()
+    return files
+
+
+def run(plan, world, report):
+    torch.manual_seed(plan["seed"])
+    train_batches, eval_batches = data.load_batches(plan["batches"])
+    order, learning_rates = data.load_schedule(plan["schedule"])
+    total_steps = plan["total_steps"]
+    per_step = plan["micro_batches_per_step"]
+    per_epoch = plan["micro_batches_per_epoch"]
+    if per_step % world.size != 0:
+        raise ValueError("%d micro batches per step do not split over %d ranks" % (per_step, world.size))
+    if len(order) < total_steps * per_step or len(learning_rates) < total_steps:
+        raise ValueError("the schedule file is shorter than %d steps" % total_steps)
+
+    model, lora = build_model(plan, world)
+    objective = objectives.of(plan, lora)
+    settings = plan["optimizer"]
+    optimizer = build_optimizer(model, settings)
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    # A sharded parameter's numel() is that of the whole tensor, so these are the model's totals on every rank.
+    counts = [sum(p.numel() for p in model.parameters()), sum(p.numel() for p in trainable)]
+
+    output_dir = plan["output_dir"]
+    checkpoints.remove_leftovers(output_dir, world)
+    step = 0
+    resume = plan.get("resume")
+    if resume:
+        folder = None
+        if resume == "newest":
+            found = checkpoints.complete(output_dir)
+            folder = found[-1][1] if found else None
+        else:
+            folder = resume
+        if folder:
+            with open(os.path.join(folder, checkpoints.STATE_FILE)) as f:
+                saved = json.load(f)
+            if saved.get("resume_key") != plan["resume_key"]:
+                raise ValueError("%s was saved by a different recipe or data (resume key %s, now %s)"
+                                 % (folder, saved.get("resume_key"), plan["resume_key"]))
+            state = checkpoints.load(folder, model, optimizer, lora)
+            step = int(state["global_step"])
+            report.emit("resumed", folder=folder, step=step, saved_world_size=state["world_size"])
+    report.emit("start", step=step, total_steps=total_steps, world_size=world.size,
+                parameters=int(counts[0]), trainable_parameters=int(counts[1]),
+                device=str(world.device), micro_batches_per_step=per_step)
+
+    train_batches, eval_batches = objective.prepare(model, train_batches, eval_batches, world)
+    if step == 0 and eval_batches:
+        line = {"step": 0, "epoch": 0.0}
+        line.update(evaluate(model, objective, eval_batches, world))
+        report.emit("metrics", metrics=line)
+
+    trace_dir = plan["data_log_dir"]
+    os.makedirs(trace_dir, exist_ok=True)
+    trace = open(os.path.join(trace_dir, "data-rank%d.jsonl" % world.rank), "a")
+    first = True
+    while step < total_steps:
+        started = time.perf_counter()
+        position = step * per_step
+        window = [train_batches[order[position + k]] for k in range(per_step)]
+        mine = data.rank_share(window, world.rank, world.size)
+        # Which micro batches this rank trained at this step: the global batch identity, auditable per rank.
+        trace.write(json.dumps({"step": step + 1, "rank": world.rank,
+                                "micro_batches": data.rank_share([order[position + k] for k in range(per_step)],
+                                                                 world.rank, world.size)}) + "\n")
+        trace.flush()
+        global_weight = distributed.sum_all([sum(b.weight for b in mine)], world.device)[0]
+        scale = world.size / max(1.0, global_weight)
+        model.train()
+        loss_sum, metric_sums, tokens = 0.0, {}, 0
+        for micro, batch in enumerate(mine):
+            torch.manual_seed(_derive(plan["seed"], step, micro, world.rank))
+            batch = batch.to(world.device)
+            loss, metrics = objective.loss(model, batch)
+            # FSDP averages gradients over ranks; times W makes that the sum over the global window / its weight.
+            (loss * scale).backward()
+            loss_sum += float(loss.detach())
+            tokens += batch.tokens
+            for name, value in metrics.items():
+                metric_sums[name] = metric_sums.get(name, 0.0) + value * batch.weight
+        norm = grad_norm_and_clip(trainable, settings["max_grad_norm"])
+        lr = learning_rates[step]
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        names = sorted(metric_sums)
+        totals = distributed.sum_all([loss_sum, float(tokens)] + [metric_sums[n] for n in names], world.device)
+        seconds = distributed.max_all(time.perf_counter() - started, world.device)
+        step += 1
+        consumed = position + per_step
+        line = {"step": step, "epoch": consumed / per_epoch, "loss": totals[0] / max(1.0, global_weight),
+                "learning_rate": lr, "grad_norm": norm, "tokens_per_second": totals[1] / seconds,
+                "peak_memory_mb": distributed.max_all(_peak_memory_mb(world.device), world.device)}
+        for name, value in zip(names, totals[2:]):
+            line[name] = value / max(1.0, global_weight)
+        if first:
+            peaks = distributed.gather_objects({"rank": world.rank, "host": world.host,
+                                                "peak_memory_mb": _peak_memory_mb(world.device)})
+            report.emit("peak_memory", ranks=peaks)
+            first = False
+        if eval_batches and (step == total_steps or (plan["eval_steps"] > 0 and step % plan["eval_steps"] == 0)):
+            line.update(evaluate(model, objective, eval_batches, world))
+        report.emit("metrics", metrics=line)
+        if plan["save_steps"] > 0 and (step % plan["save_steps"] == 0 or step == total_steps):
+            state = {"global_step": step, "world_size": world.size, "data_position": consumed,
+                     "micro_batches_per_epoch": per_epoch, "resume_key": plan["resume_key"],
+                     "seed": plan["seed"], "learning_rate": lr}
+            folder = checkpoints.save(output_dir, step, model, optimizer, state, lora,
+                                      plan.get("save_total_limit", 0), world)
+            report.emit("checkpoint", step=step, folder=folder)
+        # Failure drills for the tests: this rank raises, or is killed outright, after the given step.
+        if os.environ.get("FINETUNE_WORKER_FAIL_AT") == "%d:%d" % (world.rank, step):
+            raise RuntimeError("FINETUNE_WORKER_FAIL_AT: failing on purpose after step %d" % step)
+        if os.environ.get("FINETUNE_WORKER_KILL_AT") == "%d:%d" % (world.rank, step):
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    files = save_final(model, plan, lora, world)
+    report.emit("saved", files=files, step=step)
+
+
+def main(plan_path):
+    with open(plan_path) as f:
+        plan = json.load(f)
+    world = None
+    report = Reporter(None)
+    try:
+        world = distributed.start()
+        report = Reporter(world)
+        # The launcher keeps every rank's pid, so that none outlives a failed run.
+        report.emit("rank", everyone=True, pid=os.getpid(), local_rank=world.local_rank)
+        if world.device.type == "cpu":
+            # Ranks share the cores: one thread each unless the launcher said otherwise (OMP_NUM_THREADS).
+            torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+        run(plan, world, report)
+        report.emit("done")
+        return 0
+    except BaseException as error:  # noqa: BLE001 - every failure becomes one event the launcher shows
+        report.emit("error", everyone=True, message="%s: %s" % (type(error).__name__, error),
+                    traceback=traceback.format_exc())
+        return 1
+    finally:
+        try:
+            distributed.stop()
+        except Exception:
+            pass

@@ -1,0 +1,150 @@
+package dev.finetune.trainers.backend.fsdp;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.finetune.recipes.UserError;
+import dev.finetune.recipes.ValidatedRecipe;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.Map;
+import java.util.stream.Stream;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/** What the launcher would start, checked without starting it: dry runs for 1 x 8 and 2 x 8 GPUs, sbatch. */
+class FsdpLaunchTest {
+
+    private static ValidatedRecipe gpuRecipe(Path tmp, int nodes) throws IOException {
+        return FsdpRuns.recipe(tmp, "gpus", """
+                base_model: %s
+                datasets:
+                  - path: %s
+                    type: completion
+                output_dir: %s
+                adapter: lora
+                lora_r: 8
+                lora_alpha: 16
+                lora_target_linear: true
+                sequence_len: 256
+                micro_batch_size: 2
+                gradient_accumulation_steps: 4
+                num_epochs: 1
+                learning_rate: 1e-4
+                seed: 11
+                hardware: {gpus: 8, nodes: %d, gpu_memory: 80GiB}
+                backend: fsdp
+                fsdp_version: 2
+                fsdp_config: {reshard_after_forward: true}
+                """.formatted(WorkerEnvironment.stories260K(), WorkerEnvironment.data("quickstart.jsonl"),
+                tmp.resolve("out"), nodes));
+    }
+
+    @Test
+    void oneNodeOfEightGpus(@TempDir Path tmp) throws IOException {
+        ValidatedRecipe recipe = gpuRecipe(tmp, 1);
+        Launch launch = Launch.resolve(recipe.recipe(), null, null, null, null, null, true);
+        assertEquals(8, launch.worldSize());
+        String text = FsdpBackend.dryRun(recipe, launch, "/opt/py/bin/python");
+        Path worker = tmp.resolve("out").toAbsolutePath().resolve("worker");
+        assertTrue(text.contains("command: /opt/py/bin/python -m torch.distributed.run --standalone --nproc-per-node 8 "
+                + "--tee 3 --log-dir " + worker.resolve("logs") + " -m finetune_worker " + worker.resolve("plan.json")),
+                text);
+        assertTrue(text.contains("  PYTHONPATH=" + worker + "\n"), text);
+        assertTrue(text.contains("  OMP_NUM_THREADS=4\n"), text);
+        assertTrue(text.contains("world size: 8 (1 node x 8 processes per node)"), text);
+        assertTrue(text.contains("global batch: micro 2 x ranks 8 x accumulation 4 = 64 sequences per optimizer step "
+                + "(32 micro batches)"), text);
+        assertTrue(text.contains("positions [32*s, 32*s + 32) of the seed-11 order; rank r takes positions r, r+8"),
+                text);
+        assertTrue(text.startsWith("dry run: nothing started"));
+        assertTrue(Files.notExists(tmp.resolve("out")), "a dry run writes nothing");
+    }
+
+    @Test
+    void twoNodesOfEightGpus(@TempDir Path tmp) throws IOException {
+        ValidatedRecipe recipe = gpuRecipe(tmp, 2);
+        Launch launch = Launch.resolve(recipe.recipe(), null, null, 1, "node001:29500", null, true);
+        assertEquals(16, launch.worldSize());
+        String text = FsdpBackend.dryRun(recipe, launch, "python3");
+        assertTrue(text.contains("-m torch.distributed.run --nnodes 2 --node-rank 1 --rdzv-backend c10d "
+                + "--rdzv-endpoint node001:29500 --rdzv-id finetune-"), text);
+        assertTrue(text.contains("--nproc-per-node 8 --tee 3"), text);
+        assertTrue(text.contains("world size: 16 (2 nodes x 8 processes per node), this node's rank 1"), text);
+        assertTrue(text.contains("global batch: micro 2 x ranks 16 x accumulation 4 = 128 sequences"), text);
+        UserError noEndpoint = assertThrows(UserError.class,
+                () -> Launch.resolve(recipe.recipe(), null, null, 0, null, null, true));
+        assertTrue(noEndpoint.getMessage().contains("rendezvous"));
+    }
+
+    @Test
+    void theSbatchScriptStartsOneLauncherPerNode(@TempDir Path tmp) throws IOException {
+        ValidatedRecipe recipe = gpuRecipe(tmp, 2);
+        Launch launch = Launch.resolve(recipe.recipe(), null, null, null, "x:1", null, false);
+        String script = SlurmScript.render("/shared/finetune/finetune", tmp.resolve("gpus.yaml"),
+                List.of("learning_rate=2e-4"), launch, "finetune-out", tmp.resolve("out"));
+        assertTrue(script.contains("#SBATCH --nodes=2\n"), script);
+        assertTrue(script.contains("#SBATCH --gpus-per-node=8\n"), script);
+        assertTrue(script.contains("\n/shared/finetune/finetune preprocess " + tmp.resolve("gpus.yaml")
+                + " learning_rate=2e-4\n"), script);
+        assertTrue(script.contains("srun --ntasks-per-node=1 --kill-on-bad-exit=1 bash -c 'exec "
+                + "/shared/finetune/finetune " + tmp.resolve("gpus.yaml") + " learning_rate=2e-4 backend=fsdp "
+                + "--nnodes \"$SLURM_NNODES\" --node-rank \"$SLURM_NODEID\" --nproc-per-node 8 --rdzv-endpoint "
+                + "\"$0:29500\"' \"$head_node\"\n"), script);
+        // bash can parse it
+        Path file = tmp.resolve("launch.sbatch");
+        Files.writeString(file, script);
+        try {
+            Process check = new ProcessBuilder("bash", "-n", file.toString()).redirectErrorStream(true).start();
+            assertEquals(0, check.waitFor(), new String(check.getInputStream().readAllBytes()));
+        } catch (InterruptedException e) {
+            throw new IllegalStateException(e);
+        }
+    }
+
+    @Test
+    void thePythonIsLookedUpInOrder(@TempDir Path tmp) throws IOException {
+        Path home = tmp.resolve("home");
+        Files.createDirectories(home.resolve(".venv/bin"));
+        Path venv = Files.createFile(home.resolve(".venv/bin/python"));
+        venv.toFile().setExecutable(true);
+        assertEquals("/x/python", WorkerPython.find("/x/python", Map.of("FINETUNE_PYTHON", "/y"), home.toString()));
+        assertEquals("/y", WorkerPython.find(null, Map.of("FINETUNE_PYTHON", "/y"), home.toString()));
+        assertEquals(venv.toString(), WorkerPython.find(null, Map.of(), home.toString()));
+        assertEquals("python3", WorkerPython.find(null, Map.of(), tmp.resolve("nowhere").toString()));
+    }
+
+    @Test
+    void theJarShipsEveryWorkerModule(@TempDir Path tmp) throws IOException {
+        Path source = WorkerEnvironment.repoRoot().resolve("trainers/src/main/python/finetune_worker");
+        try (Stream<Path> files = Files.list(source)) {
+            assertEquals(files.map(p -> p.getFileName().toString()).filter(n -> n.endsWith(".py")).sorted().toList(),
+                    WorkerPython.MODULES.stream().sorted().toList());
+        }
+        WorkerPython.extract(tmp);
+        for (String module : WorkerPython.MODULES) {
+            assertEquals(Files.readString(source.resolve(module)), Files.readString(tmp.resolve("finetune_worker")
+                    .resolve(module)));
+        }
+    }
+
+    @Test
+    void aMissingTorchIsOneMessageWithThePipCommand(@TempDir Path tmp) throws IOException {
+        // the system's python3 has no torch in a fresh venv: the check must say so and name the fix
+        Path bare = tmp.resolve("bare");
+        try {
+            Process venv = new ProcessBuilder("python3", "-m", "venv", "--without-pip", bare.toString()).start();
+            assertEquals(0, venv.waitFor());
+        } catch (InterruptedException e) {
+            throw new IllegalStateException(e);
+        }
+        WorkerPython.extract(tmp);
+        UserError error = assertThrows(UserError.class,
+                () -> WorkerPython.check(bare.resolve("bin/python").toString(), tmp));
+        assertTrue(error.getMessage().contains("torch is not installed"), error.getMessage());
+        assertTrue(error.oneLine().contains("-m pip install"), error.oneLine());
+    }
+}

@@ -1,0 +1,87 @@
+package dev.finetune.trainers.backend.fsdp;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import com.google.gson.JsonObject;
+import dev.finetune.recipes.ValidatedRecipe;
+import dev.finetune.trainers.backend.SingleDeviceBackend;
+import dev.finetune.trainers.train.output.MetricsLog;
+import java.io.ByteArrayOutputStream;
+import java.io.IOException;
+import java.io.OutputStreamWriter;
+import java.io.PrintWriter;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+
+/** Runs one recipe on the JVM trainer or on the worker under torchrun, and compares their metrics step by step. */
+final class FsdpRuns {
+    private FsdpRuns() {}
+
+    /** A recipe file in {@code dir} from {@code yaml}, loaded with overrides. */
+    static ValidatedRecipe recipe(Path dir, String name, String yaml, String... overrides) throws IOException {
+        Path file = dir.resolve(name + ".yaml");
+        Files.writeString(file, yaml);
+        return ValidatedRecipe.load(file, List.of(overrides));
+    }
+
+    /** The JVM trainer's run; returns its output folder. */
+    static Path jvm(ValidatedRecipe recipe) {
+        SingleDeviceBackend.train(recipe, new SingleDeviceBackend.Settings("Once upon", false, writer(
+                new ByteArrayOutputStream())));
+        return Path.of(recipe.recipe().output().outputDir());
+    }
+
+    /** The worker's run over {@code ranks} CPU processes; the captured output goes to {@code log}. */
+    static FsdpBackend.Result fsdp(ValidatedRecipe recipe, int ranks, Map<String, String> environment,
+            ByteArrayOutputStream log) {
+        PrintWriter out = writer(log);
+        Launch launch = new Launch(ranks, 1, 0, null, WorkerEnvironment.python(), false);
+        return FsdpBackend.train(recipe, new FsdpBackend.Settings(launch, null, out, environment));
+    }
+
+    static PrintWriter writer(ByteArrayOutputStream bytes) {
+        return new PrintWriter(new OutputStreamWriter(bytes, StandardCharsets.UTF_8), true);
+    }
+
+    static FsdpBackend.Result fsdp(ValidatedRecipe recipe, int ranks) {
+        ByteArrayOutputStream log = new ByteArrayOutputStream();
+        try {
+            return fsdp(recipe, ranks, Map.of(), log);
+        } catch (RuntimeException e) {
+            System.out.println(log.toString(StandardCharsets.UTF_8));
+            throw e;
+        }
+    }
+
+    /** {@code key} by step from a run's metrics.jsonl. */
+    static Map<Long, Double> series(Path outputDir, String key) {
+        Map<Long, Double> values = new TreeMap<>();
+        for (JsonObject line : MetricsLog.read(outputDir.resolve(MetricsLog.FILE))) {
+            if (line.has(key)) {
+                values.put(line.get("step").getAsLong(), line.get(key).getAsDouble());
+            }
+        }
+        return values;
+    }
+
+    /** The largest |a − b| over the steps both have from {@code fromStep}; they must cover the same steps. */
+    static double maxDelta(Map<Long, Double> a, Map<Long, Double> b, long fromStep) {
+        Map<Long, Double> left = new TreeMap<>(a);
+        Map<Long, Double> right = new TreeMap<>(b);
+        left.keySet().removeIf(s -> s < fromStep);
+        right.keySet().removeIf(s -> s < fromStep);
+        assertEquals(left.keySet(), right.keySet(), "both runs log the same steps");
+        assertTrue(!left.isEmpty(), "no steps to compare");
+        double max = 0;
+        for (Map.Entry<Long, Double> e : left.entrySet()) {
+            assertTrue(Double.isFinite(e.getValue()), "step " + e.getKey() + " is not finite");
+            max = Math.max(max, Math.abs(e.getValue() - right.get(e.getKey())));
+        }
+        return max;
+    }
+}
