@@ -12,20 +12,15 @@ from finetune_worker.data import attention_mask
 
 def token_log_probs(model, batch):
     """``[rows, columns]``: log p(target | prefix) at every position with a target, exactly 0 elsewhere."""
-    logits = model(input_ids=batch.ids, position_ids=batch.positions,
-                   attention_mask=attention_mask(batch.segments, torch.float32 if batch.ids.device.type == "cpu"
-                                                 else model_dtype(model)),
-                   use_cache=False).logits
+    mask = attention_mask(batch.segments, torch.float32)
+    if batch.ids.device.type != "cpu":
+        # SDPA's fused GPU kernels take a boolean mask whatever the compute dtype (bf16 under FSDP's policy)
+        mask = mask == 0
+    logits = model(input_ids=batch.ids, position_ids=batch.positions, attention_mask=mask, use_cache=False).logits
     rows, columns, vocab = logits.shape
     losses = F.cross_entropy(logits.float().reshape(rows * columns, vocab), batch.targets.reshape(-1),
                              reduction="none", ignore_index=-100)
     return -losses.reshape(rows, columns)
-
-
-def model_dtype(model):
-    for parameter in model.parameters():
-        return parameter.dtype
-    return torch.float32
 
 
 class Sft:

@@ -266,12 +266,15 @@ class TrainingProcessTest {
         assertFalse(broken.err().contains("\tat "), broken.err());
         assertFalse(Files.exists(work.resolve("run")), "output_dir was created for bad input");
 
-        Files.writeString(recipe, Files.readString(recipe).replace("hardware: cpu", "hardware: {gpus: 2}")
-                .replace("backend: single", "backend: fsdp"));
+        // An fsdp recipe whose Python cannot run the worker is refused with the fix, before output_dir exists.
+        Files.writeString(recipe, Files.readString(recipe).replace("hardware: cpu",
+                "hardware: {gpus: 2, gpu_memory: 80GiB}").replace("backend: single", "backend: fsdp"));
         Files.writeString(dir.resolve("broken.jsonl"), quickstartData());
-        Run fsdp = run(work, recipe.toString(), "output_dir=run");
+        Run fsdp = run(work, recipe.toString(), "output_dir=run", "--python", dir.resolve("no-python").toString());
         assertEquals(2, fsdp.exit(), fsdp.err());
-        assertTrue(fsdp.err().contains("fsdp backend") && fsdp.err().contains("not in this build"), fsdp.err());
+        assertTrue(fsdp.err().contains("cannot run '" + dir.resolve("no-python")) && fsdp.err().contains("pip install"),
+                fsdp.err());
+        assertFalse(fsdp.err().contains("\tat "), fsdp.err());
         assertFalse(Files.exists(work.resolve("run")), "output_dir was created for an fsdp recipe");
     }
 

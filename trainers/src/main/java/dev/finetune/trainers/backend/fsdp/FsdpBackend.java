@@ -121,8 +121,7 @@ public final class FsdpBackend {
         Path outputDir = Path.of(recipe.output().outputDir());
         Path workerFolder = outputDir.resolve(WorkerPlan.FOLDER);
         String python = WorkerPython.find(launch.python(), System.getenv(), System.getProperty("finetune.home"));
-        WorkerPython.extract(workerFolder);
-        WorkerPython.Environment environment = WorkerPython.check(python, workerFolder);
+        WorkerPython.Environment environment = WorkerPython.check(python);
         boolean cpu = environment.cudaDevices() == 0;
         if (recipe.adapter() instanceof AdapterSpec.Lora lora && lora.quantized()) {
             throw new UserError("adapter", environment.bitsandbytes() == null || cpu
@@ -141,6 +140,7 @@ public final class FsdpBackend {
                 launch.worldSize() == 1 ? "" : "s", cpu ? "CPU (gloo)" : environment.cudaDevices() + " CUDA device(s)");
 
         Preprocess.Prepared data = Preprocess.run(validated, out);
+        WorkerPython.extract(workerFolder);
         WorkerPlan plan = WorkerPlan.write(recipe, data, launch, validated.plan().accumulation(), modelDir);
         if (launch.nodeRank() == 0) {
             RunFiles.start(outputDir, validated, tokenizerDir);

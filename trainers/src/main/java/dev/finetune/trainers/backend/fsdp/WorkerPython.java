@@ -80,8 +80,36 @@ public final class WorkerPython {
                 + " -m pip install -r trainers/src/main/python/requirements.txt (the pinned versions)";
     }
 
-    /** Runs {@code python -m finetune_worker check} with the extracted worker; refuses what cannot run it. */
-    public static Environment check(String python, Path workerFolder) {
+    /**
+     * Runs {@code python -m finetune_worker check} with the worker extracted to a temporary folder (nothing is
+     * written under output_dir before the check passes); refuses what cannot run it.
+     */
+    public static Environment check(String python) {
+        Path folder;
+        try {
+            folder = Files.createTempDirectory("finetune-worker-check");
+        } catch (IOException e) {
+            throw new UserError("python", "cannot make a temporary folder: " + e.getMessage(), "check TMPDIR");
+        }
+        try {
+            return check(python, extract(folder));
+        } finally {
+            deleteQuietly(folder);
+        }
+    }
+
+    private static void deleteQuietly(Path folder) {
+        try (var walk = Files.walk(folder)) {
+            for (Path p : walk.sorted(java.util.Comparator.reverseOrder()).toList()) {
+                Files.deleteIfExists(p);
+            }
+        } catch (IOException e) {
+            // a temporary folder left behind is harmless
+        }
+    }
+
+    /** Runs {@code python -m finetune_worker check} with the worker in {@code workerFolder}. */
+    static Environment check(String python, Path workerFolder) {
         List<String> command = List.of(python, "-m", "finetune_worker", "check");
         ProcessBuilder builder = new ProcessBuilder(command).redirectErrorStream(true);
         builder.environment().put("PYTHONPATH", workerFolder.toString());
