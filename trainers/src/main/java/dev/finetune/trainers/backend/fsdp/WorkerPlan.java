@@ -137,6 +137,11 @@ public record WorkerPlan(Path folder, Path planFile, long totalSteps, long warmu
         JsonObject objective = new JsonObject();
         objective.addProperty("kind", Preprocess.objectiveKind(recipe));
         if (recipe.objective() instanceof Recipe.Objective.Dpo dpo) {
+            if (recipe.output().loraModelDir() != null) {
+                // the JVM trainer's reference is then a frozen copy of that adapter; the worker's is the base model
+                throw new UserError("lora_model_dir", "DPO from a saved adapter is not in the fsdp backend yet",
+                        "train it with backend: single, or start DPO from the base model");
+            }
             com.google.gson.JsonArray terms = new com.google.gson.JsonArray();
             for (int i = 0; i < dpo.lossTypes().size(); i++) {
                 DpoLossType type = dpo.lossTypes().get(i);
