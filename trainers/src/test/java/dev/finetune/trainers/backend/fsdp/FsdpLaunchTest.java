@@ -147,4 +147,40 @@ class FsdpLaunchTest {
         assertTrue(error.getMessage().contains("torch is not installed"), error.getMessage());
         assertTrue(error.oneLine().contains("-m pip install"), error.oneLine());
     }
+
+    @Test
+    void whatTheWorkerDoesNotRunIsRefusedBeforeAnythingIsWritten(@TempDir Path tmp) throws IOException {
+        Path out = tmp.resolve("out");
+        String base = """
+                base_model: %s
+                datasets:
+                  - path: %s
+                    type: completion
+                output_dir: %s
+                sequence_len: 128
+                micro_batch_size: 2
+                gradient_accumulation_steps: 1
+                max_steps: 2
+                learning_rate: 1e-4
+                hardware: cpu
+                backend: fsdp
+                """.formatted(WorkerEnvironment.stories260K(), WorkerEnvironment.data("quickstart.jsonl"), out);
+        ValidatedRecipe qlora = FsdpRuns.recipe(tmp, "qlora", base + """
+                adapter: qlora
+                load_in_4bit: true
+                lora_r: 8
+                lora_alpha: 16
+                lora_target_linear: true
+                """);
+        Launch launch = new Launch(2, 1, 0, null, WorkerEnvironment.python(), false);
+        UserError refused = assertThrows(UserError.class, () -> FsdpBackend.train(qlora,
+                new FsdpBackend.Settings(launch, null, FsdpRuns.writer(new java.io.ByteArrayOutputStream()))));
+        assertTrue(refused.getMessage().contains("needs bitsandbytes on CUDA GPUs"), refused.getMessage());
+
+        ValidatedRecipe nca = FsdpRuns.recipe(tmp, "nca", base.replace("type: completion", "type: passthrough")
+                .replace("quickstart.jsonl", "quickstart-dpo.jsonl") + "rl: dpo\ndpo_loss_type: [nca_pair]\n");
+        UserError loss = assertThrows(UserError.class, () -> FsdpBackend.requireRunnable(nca.recipe()));
+        assertTrue(loss.getMessage().contains("not nca_pair"), loss.getMessage());
+        assertTrue(Files.notExists(out), "refusals write nothing");
+    }
 }
