@@ -4,14 +4,14 @@ import dev.finetune.recipes.BatchPlan;
 import dev.finetune.recipes.Recipe;
 import dev.finetune.recipes.UserError;
 import dev.finetune.recipes.ValidatedRecipe;
-import dev.finetune.recipes.model.ModelSource;
 import dev.finetune.recipes.plan.Hardware;
 import dev.finetune.recipes.plan.MemoryPlan;
 import dev.finetune.recipes.plan.PlanJson;
 import dev.finetune.recipes.plan.PlanText;
 import dev.finetune.recipes.plan.PrecisionRegime;
 import dev.finetune.recipes.plan.RecipeSetup;
-import dev.finetune.recipes.plan.TrainingSetup;
+import dev.finetune.recipes.plan.RunPlan;
+import dev.finetune.trainers.backend.GemmRate;
 import java.io.PrintWriter;
 import java.nio.file.Path;
 import java.util.Locale;
@@ -62,13 +62,18 @@ final class PlanCommand implements Callable<Integer> {
         ValidatedRecipe validated = recipeArgs.load();
         ValidateCommand.printWarnings(spec.commandLine().getErr(), validated.warnings());
         BatchPlan batch = validated.plan();
-        MemoryPlan plan = memoryPlan(validated, recipeArgs.recipe(), modelConfig, hardware(validated.recipe()), regime());
+        Hardware hardware = hardware(validated.recipe());
+        RunPlan run = runPlan(validated, recipeArgs.recipe(), modelConfig, hardware, regime(),
+                hardware instanceof Hardware.Cpu && !json ? GemmRate.ENGINE : null);
+        MemoryPlan plan = run.memory();
         if (json) {
             out.println(PlanJson.render(plan));
         } else {
             out.print(batch.describe());
             out.println();
             out.print(PlanText.render(plan));
+            out.println();
+            out.print(run.describeTime());
         }
         return plan.estimate().fits() ? Main.OK : Main.BAD_INPUT;
     }
@@ -82,18 +87,13 @@ final class PlanCommand implements Callable<Integer> {
      */
     static MemoryPlan memoryPlan(ValidatedRecipe validated, Path recipe, Path modelConfig, Hardware hardware,
             PrecisionRegime regime) {
-        Recipe r = validated.recipe();
-        Path dir = recipe.toAbsolutePath().normalize().getParent();
-        String base = r.model().baseModelConfig() != null ? r.model().baseModelConfig() : r.model().baseModel();
-        ModelSource source = ModelSource.resolve(base, dir, modelConfig);
-        if (source instanceof ModelSource.Unknown unknown) {
-            throw unknown.asError();
-        }
-        ModelSource.Found found = (ModelSource.Found) source;
-        BatchPlan batch = validated.plan();
-        TrainingSetup setup = RecipeSetup.of(r, base + " (" + found.from() + ")", found.config(), hardware, regime,
-                batch.micro(), batch.accumulation(), batch.generationBatch());
-        return MemoryPlan.of(setup);
+        return runPlan(validated, recipe, modelConfig, hardware, regime, null).memory();
+    }
+
+    /** Memory and time; {@code cpu} measures this machine when the run is on CPU ({@code null}: no time there). */
+    static RunPlan runPlan(ValidatedRecipe validated, Path recipe, Path modelConfig, Hardware hardware,
+            PrecisionRegime regime, RunPlan.CpuRate cpu) {
+        return RunPlan.of(validated, recipe.toAbsolutePath().normalize().getParent(), modelConfig, hardware, regime, cpu);
     }
 
     private Hardware hardware(Recipe r) {

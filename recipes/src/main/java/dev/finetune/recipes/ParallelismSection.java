@@ -2,6 +2,7 @@ package dev.finetune.recipes;
 
 import dev.finetune.recipes.KeyReader.Problems;
 import dev.finetune.recipes.Recipe.Flag;
+import dev.finetune.recipes.plan.Accelerator;
 import dev.finetune.recipes.YamlNode.Mapping;
 import dev.finetune.recipes.YamlNode.Scalar;
 import java.nio.file.Path;
@@ -50,7 +51,21 @@ final class ParallelismSection {
         Integer gpus = h.integer("gpus", null, 1);
         Integer nodes = h.integer("nodes", 1, 1);
         String memory = h.string("gpu_memory", null);
+        String gpu = h.string("gpu_type", null);
+        Double tflops = h.number("gpu_tflops", null, Double.MIN_VALUE, 1e6);
+        Double utilization = h.number("utilization", null, Double.MIN_VALUE, 1);
+        Double cost = h.number("cost_per_gpu_hour", null, 0, 1e6);
         h.finish();
+        Accelerator accelerator = null;
+        if (gpu != null) {
+            accelerator = Accelerator.lookup(gpu).orElse(null);
+            if (accelerator == null) {
+                String close = Suggestions.closest(gpu.toUpperCase(java.util.Locale.ROOT), Accelerator.names());
+                problems.error(h.at("gpu_type"), "hardware.gpu_type '" + gpu + "' is not in the plan's device table",
+                        (close != null ? "did you mean '" + close + "'? " : "") + "known: " + String.join(", ", Accelerator.names())
+                                + "; or give its dense peak as hardware.gpu_tflops");
+            }
+        }
         Long bytes = null;
         if (memory != null) {
             try {
@@ -58,14 +73,23 @@ final class ParallelismSection {
             } catch (UserError e) {
                 problems.error(e.where(), "hardware.gpu_memory: " + e.getMessage(), e.hint());
             }
+        } else if (accelerator != null) {
+            bytes = Math.round(accelerator.memoryGib() * (1L << 30));
         }
         if (cpu) {
             if (gpus != null) {
                 problems.error(h.at("gpus"), "hardware sets both cpu: true and gpus", "keep one of them");
             }
-            return new Recipe.Hardware.Cpu();
+            for (String gpuOnly : List.of("gpu_type", "gpu_tflops", "cost_per_gpu_hour")) {
+                if (h.has(gpuOnly)) {
+                    problems.error(h.at(gpuOnly), "hardware." + gpuOnly + " describes a GPU, but hardware sets cpu: true",
+                            "remove it (on CPU the plan measures this machine's matrix-multiply rate)");
+                }
+            }
+            return new Recipe.Hardware.Cpu(new Recipe.Hardware.Throughput(null, null, utilization, null));
         }
-        return new Recipe.Hardware.Gpus(gpus == null ? 1 : gpus, nodes == null ? 1 : nodes, bytes);
+        return new Recipe.Hardware.Gpus(gpus == null ? 1 : gpus, nodes == null ? 1 : nodes, bytes,
+                new Recipe.Hardware.Throughput(accelerator != null ? accelerator.name() : null, tflops, utilization, cost));
     }
 
     Recipe.Distributed distributed(KeyReader top, Recipe.Training training, AdapterSpec adapter,

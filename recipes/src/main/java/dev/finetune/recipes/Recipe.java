@@ -284,13 +284,38 @@ public record Recipe(
     public sealed interface Hardware {
         record Unspecified() implements Hardware {}
 
-        record Cpu() implements Hardware {}
+        /** @param throughput what the time estimate may use instead of its assumptions */
+        record Cpu(Throughput throughput) implements Hardware {
+            public Cpu() {
+                this(Throughput.NONE);
+            }
+        }
 
         /** @param gpuMemoryBytes per GPU, or {@code null} when not given */
-        record Gpus(int perNode, int nodes, Long gpuMemoryBytes) implements Hardware {
+        record Gpus(int perNode, int nodes, Long gpuMemoryBytes, Throughput throughput) implements Hardware {
+            public Gpus(int perNode, int nodes, Long gpuMemoryBytes) {
+                this(perNode, nodes, gpuMemoryBytes, Throughput.NONE);
+            }
+
             public int total() {
                 return perNode * nodes;
             }
+        }
+
+        /**
+         * What the time estimate reads from {@code hardware:}, each {@code null} when not written.
+         *
+         * @param gpu a GPU of the plan's device table ({@code hardware.gpu_type}: H100, A100-40GB, RTX-4090, ...)
+         * @param peakTflops {@code hardware.gpu_tflops}: the dense peak at the training's dtype, instead of the table's
+         * @param utilization {@code hardware.utilization}: the share of the peak a step reaches, instead of the plan's
+         * @param costPerGpuHour {@code hardware.cost_per_gpu_hour}: the price of one GPU for an hour
+         */
+        record Throughput(String gpu, Double peakTflops, Double utilization, Double costPerGpuHour) {
+            public static final Throughput NONE = new Throughput(null, null, null, null);
+        }
+
+        default Throughput throughput() {
+            return this instanceof Gpus g ? g.throughput() : this instanceof Cpu c ? c.throughput() : Throughput.NONE;
         }
 
         /** Processes that each hold one device; CPU and unspecified count as one. */

@@ -71,9 +71,9 @@ public final class TimeModel {
         /** The lines {@code plan} prints. */
         public String describe() {
             StringBuilder out = new StringBuilder();
-            out.append("time       ").append(giga(flops.perToken())).append(" GFLOP per trained token = ").append(flops.formula()).append('\n');
+            out.append("time       ").append(si(flops.perToken())).append("FLOP per trained token = ").append(flops.formula()).append('\n');
             out.append("           ").append(device.label()).append(" × ").append(percent(device.utilization()))
-                    .append(" utilisation = ").append(tera(device.effectiveFlops())).append(" TFLOPS → ")
+                    .append(" utilisation = ").append(si(device.effectiveFlops())).append("FLOPS → ")
                     .append(count(tokensPerSecondPerDevice())).append(" tokens/s per device × ").append(devices())
                     .append(devices() == 1 ? " device" : " devices").append('\n');
             if (generationSecondsPerStep > 0) {
@@ -133,21 +133,21 @@ public final class TimeModel {
             total = 6 * n + 3 * attention;
             terms.add("6 × " + count(n) + " matmul params");
         }
-        terms.add("3 × " + giga(attention) + " G attention (2·L·h_q·s" + (s.kernels().attention() == Kernels.Attention.SCORES
+        terms.add("3 × " + si(attention) + "FLOP attention (2·L·h_q·s" + (s.kernels().attention() == Kernels.Attention.SCORES
                 ? " × 2, every score computed" : "") + ")");
         if (lora) {
-            terms.add("3 × " + giga(adapters) + " G adapters");
+            terms.add("3 × " + si(adapters) + "FLOP adapters");
         }
         if (s.gradientCheckpointing()) {
             double recompute = 2 * decoder + attention + (lora ? adapters : 0);
             total += recompute;
-            terms.add(giga(recompute) + " G recomputed layers (checkpointing)");
+            terms.add(si(recompute) + "FLOP recomputed layers (checkpointing)");
         }
         boolean reference = s.objective() instanceof Objective.Dpo || (s.objective() instanceof Objective.Grpo g && g.beta() > 0);
         if (reference) {
             double ref = 2 * n + attention;
             total += ref;
-            terms.add(giga(ref) + " G reference forward");
+            terms.add(si(ref) + "FLOP reference forward");
         }
         return new Flops(total, forward - adapters, String.join(" + ", terms));
     }
@@ -177,12 +177,15 @@ public final class TimeModel {
         return Bytes.count(Math.round(n));
     }
 
-    static String giga(double flops) {
-        return String.format(Locale.ROOT, flops >= 1e11 ? "%.1f" : "%.2f", flops / 1e9);
-    }
-
-    static String tera(double flops) {
-        return String.format(Locale.ROOT, flops >= 1e13 ? "%.0f" : "%.3g", flops / 1e12);
+    /** Three significant digits and an SI prefix, with its trailing space: "31.9 G", "396 T", "1.62 M". */
+    static String si(double v) {
+        String[] prefixes = {"", "k", "M", "G", "T", "P"};
+        int i = 0;
+        while (i < prefixes.length - 1 && Math.abs(v) >= 999.5) {
+            v /= 1000;
+            i++;
+        }
+        return String.format(Locale.ROOT, v >= 99.95 ? "%.0f %s" : v >= 9.995 ? "%.1f %s" : "%.2f %s", v, prefixes[i]);
     }
 
     static String percent(double share) {
