@@ -1,10 +1,12 @@
 package dev.finetune.cli;
 
 import dev.finetune.recipes.ValidatedRecipe;
+import dev.finetune.trainers.backend.DataDebug;
 import dev.finetune.trainers.backend.fsdp.Preprocess;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Mixin;
+import picocli.CommandLine.Option;
 import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Spec;
 
@@ -20,10 +22,18 @@ final class PreprocessCommand implements Callable<Integer> {
     @Mixin
     RecipeArgs recipeArgs = new RecipeArgs();
 
+    @Option(names = "--debug", arity = "0..1", fallbackValue = "5", paramLabel = "N",
+            description = "Print the first N examples (default 5) token by token, trained tokens as [text(id)], "
+                    + "and how many tokens are trained on, as Axolotl's preprocess --debug does.")
+    Integer debug;
+
     @Override
     public Integer call() {
         ValidatedRecipe validated = recipeArgs.load();
         ValidateCommand.printWarnings(spec.commandLine().getErr(), validated.warnings());
+        if (debug != null) {
+            DataDebug.print(validated, debug, System.console() != null, spec.commandLine().getOut());
+        }
         Preprocess.run(validated, spec.commandLine().getOut());
         return Main.OK;
     }
