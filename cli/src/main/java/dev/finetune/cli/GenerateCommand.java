@@ -101,8 +101,23 @@ final class GenerateCommand implements Callable<Integer> {
 
     private int generate(List<long[]> prompts, Tokenizer tokenizer) {
         // Checked before the engine starts, so a typo costs no model load.
-        int vocabulary = SavedModels.config(modelDir).vocabSize();
+        dev.finetune.recipes.model.ModelConfig config = SavedModels.config(modelDir);
+        int vocabulary = config.vocabSize();
+        int context = config.maxPositionEmbeddings();
         for (int p = 0; p < prompts.size(); p++) {
+            // the KV cache and positions are sized by prompt + new tokens: beyond the context there is nothing
+            // trained to attend with, only memory to exhaust
+            long needed = (long) prompts.get(p).length + Math.max(0, maxNewTokens);
+            if (needed > context) {
+                String which = prompts.size() > 1 ? " #" + (p + 1) : "";
+                throw prompts.get(p).length >= context
+                        ? new UserError(prompt != null ? "--prompt" + which : "--prompt-ids" + which, "the prompt is "
+                                + prompts.get(p).length + " tokens, and the model's context is " + context,
+                                "shorten the prompt to fewer than " + context + " tokens")
+                        : new UserError("--max-new-tokens", "the prompt's " + prompts.get(p).length + " tokens plus "
+                                + maxNewTokens + " new ones exceed the model's context of " + context + " tokens",
+                                "use --max-new-tokens " + (context - prompts.get(p).length) + " or less");
+            }
             for (long id : prompts.get(p)) {
                 if (id < 0 || id >= vocabulary) {
                     throw new UserError("--prompt-ids" + (prompts.size() > 1 ? " #" + (p + 1) : ""),

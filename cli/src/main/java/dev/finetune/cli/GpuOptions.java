@@ -22,6 +22,14 @@ final class GpuOptions {
         Recipe.Hardware.Gpus written = r.hardware() instanceof Recipe.Hardware.Gpus w ? w : null;
         int gpus = perNode != null ? perNode : written != null ? written.perNode() : 1;
         int machines = nodes != null ? nodes : written != null ? written.nodes() : 1;
+        if (gpus < 1 || gpus > Recipe.Hardware.MAX_GPUS_PER_NODE) {
+            throw new UserError("--gpus", "must be from 1 to " + Recipe.Hardware.MAX_GPUS_PER_NODE + " GPUs per node, got "
+                    + gpus, "pass e.g. --gpus 8 (or --cpu to plan for this machine)");
+        }
+        if (machines < 1 || machines > Recipe.Hardware.MAX_NODES) {
+            throw new UserError("--nodes", "must be from 1 to " + Recipe.Hardware.MAX_NODES + ", got " + machines,
+                    "pass e.g. --nodes 2");
+        }
         Long bytes = memory != null ? Long.valueOf(MemorySize.parse(memory, "--gpu-memory"))
                 : written != null ? written.gpuMemoryBytes() : null;
         if (bytes == null) {

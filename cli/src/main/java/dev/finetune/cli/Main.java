@@ -76,8 +76,9 @@ public final class Main implements Callable<Integer> {
     public Integer call() {
         PrintWriter out = spec.commandLine().getOut();
         if (!recipeArgs.given()) {
-            spec.commandLine().usage(out);
-            return OK;
+            // nothing to do is a usage error: a script that forgot its recipe must not read as a success
+            spec.commandLine().usage(spec.commandLine().getErr());
+            return BAD_INPUT;
         }
         ValidatedRecipe validated = recipeArgs.load();
         ValidateCommand.printWarnings(spec.commandLine().getErr(), validated.warnings());

@@ -31,7 +31,8 @@ public record BatchPlan(
         Integer perRank = b.batchSize();
         int given = (micro != null ? 1 : 0) + (accumulation != null ? 1 : 0) + (perRank != null ? 1 : 0);
         boolean checkable = !problems.invalid.contains("micro_batch_size")
-                && !problems.invalid.contains("gradient_accumulation_steps") && !problems.invalid.contains("batch_size");
+                && !problems.invalid.contains("gradient_accumulation_steps") && !problems.invalid.contains("batch_size")
+                && withinBound(b, problems, where);
         if (!checkable) {
             // The bad value is already reported; arithmetic on a guess would only add noise.
             micro = micro == null ? 1 : micro;
@@ -71,7 +72,17 @@ public record BatchPlan(
         }
         Recipe.Distributed d = recipe.distributed();
         int ranks = Math.max(1, recipe.hardware().devices() / Math.max(1, d.contextParallelSize() * d.tensorParallelSize()));
-        int global = micro * ranks * accumulation;
+        // each factor is bounded by withinBound and the hardware bounds, so the product is exact in a long
+        long exactGlobal = (long) micro * ranks * accumulation;
+        if (exactGlobal > MAX_GLOBAL_BATCH) {
+            problems.error(where, "micro_batch_size " + micro + " x " + ranks + " ranks x gradient_accumulation_steps "
+                    + accumulation + " = " + exactGlobal + " sequences per optimizer step, more than any real run ("
+                    + MAX_GLOBAL_BATCH + " at most)", "lower micro_batch_size or gradient_accumulation_steps");
+            micro = 1;
+            accumulation = 1;
+            exactGlobal = ranks;
+        }
+        int global = (int) exactGlobal;
         long tokens = (long) global * recipe.training().sequenceLen();
         SchedulePlan schedule = null;
         if (rows != null) {
@@ -127,6 +138,24 @@ public record BatchPlan(
                     + "start equal";
         }
         return "the base model (the new adapter switched off): no second copy of the weights";
+    }
+
+    /** Sequences per optimizer step beyond which a recipe is a typo rather than a plan (16,777,216). */
+    static final long MAX_GLOBAL_BATCH = 1L << 24;
+    /** Bound of each batch key, so that products of them stay exact. */
+    static final int MAX_BATCH_KEY = 1 << 24;
+
+    private static boolean withinBound(Recipe.Batch b, Problems problems, Object where) {
+        boolean ok = true;
+        for (Object[] key : new Object[][] {{"micro_batch_size", b.microBatchSize()},
+                {"gradient_accumulation_steps", b.gradientAccumulationSteps()}, {"batch_size", b.batchSize()}}) {
+            if (key[1] != null && (Integer) key[1] > MAX_BATCH_KEY) {
+                problems.error(where, key[0] + " " + key[1] + " is beyond any real run (" + MAX_BATCH_KEY + " at most)",
+                        "write the number of sequences, e.g. " + key[0] + ": 4");
+                ok = false;
+            }
+        }
+        return ok;
     }
 
     /** Rows {@code val_set_size} holds out of {@code rows}: a fraction (rounded up) or a whole number of rows. */

@@ -192,6 +192,11 @@ final class KeyReader {
 
     /** A whole number ≥ {@code min}; numeric text such as {@code "8"} is accepted, as Axolotl's schema does. */
     Integer integer(String key, Integer fallback, long min) {
+        return integer(key, fallback, min, Integer.MAX_VALUE);
+    }
+
+    /** A whole number in [{@code min}, {@code max}]; the message shows the value as written, never a clamped one. */
+    Integer integer(String key, Integer fallback, long min, long max) {
         YamlNode n = node(key);
         if (n == null) {
             return fallback;
@@ -208,10 +213,13 @@ final class KeyReader {
             }
             return fallback;
         }
-        if (v < min || v > Integer.MAX_VALUE) {
+        if (v < min || v > max || v > Integer.MAX_VALUE) {
             problems.invalid.add(scope + key);
-            problems.error(n.where(), scope + key + " must be " + (min == 1 ? "at least 1" : min == 0 ? "0 or more"
-                    : "at least " + min) + ", got " + v, "write e.g. " + key + ": " + Math.max(min, 1));
+            String written = n instanceof Scalar s ? s.text().strip() : Long.toString(v);
+            String range = v < min ? (min == 1 ? "at least 1" : min == 0 ? "0 or more" : "at least " + min)
+                    : "at most " + Math.min(max, Integer.MAX_VALUE);
+            problems.error(n.where(), scope + key + " must be " + range + ", got " + written,
+                    "write e.g. " + key + ": " + Math.max(min, 1));
             return fallback;
         }
         return v.intValue();
@@ -230,10 +238,14 @@ final class KeyReader {
         }
         if (v < min || v > max) {
             problems.invalid.add(scope + key);
-            String range = max == Double.MAX_VALUE ? (min == 0 ? "0 or more" : "at least " + min)
-                    : "between " + fmt(min) + " and " + fmt(max);
+            // Double.MIN_VALUE stands for "greater than 0"; printing it (4.9E-324) would help nobody
+            boolean positive = min == Double.MIN_VALUE;
+            String lower = positive ? "greater than 0" : min == 0 ? "0 or more" : "at least " + fmt(min);
+            String range = max == Double.MAX_VALUE ? lower
+                    : positive ? "greater than 0 and at most " + fmt(max) : "between " + fmt(min) + " and " + fmt(max);
+            double example = Math.max(min, Math.min(max, Math.abs(v)));
             problems.error(n.where(), scope + key + " must be " + range + ", got " + fmt(v),
-                    "write e.g. " + key + ": " + fmt(Math.max(min, Math.min(max, Math.abs(v)))));
+                    "write e.g. " + key + ": " + (positive && example < 1e-300 ? example(key) : fmt(example)));
             return fallback;
         }
         return v;

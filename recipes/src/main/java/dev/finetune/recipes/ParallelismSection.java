@@ -48,8 +48,8 @@ final class ParallelismSection {
         }
         KeyReader h = new KeyReader(m, "hardware.", problems);
         boolean cpu = h.bool("cpu", false);
-        Integer gpus = h.integer("gpus", null, 1);
-        Integer nodes = h.integer("nodes", 1, 1);
+        Integer gpus = h.integer("gpus", null, 1, Recipe.Hardware.MAX_GPUS_PER_NODE);
+        Integer nodes = h.integer("nodes", 1, 1, Recipe.Hardware.MAX_NODES);
         String memory = h.string("gpu_memory", null);
         String gpu = h.string("gpu_type", null);
         Double tflops = h.number("gpu_tflops", null, Double.MIN_VALUE, 1e6);

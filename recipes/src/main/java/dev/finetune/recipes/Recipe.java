@@ -318,6 +318,10 @@ public record Recipe(
             return this instanceof Gpus g ? g.throughput() : this instanceof Cpu c ? c.throughput() : Throughput.NONE;
         }
 
+        /** Bounds that keep every product of device counts exact in an int; far beyond any real cluster. */
+        int MAX_GPUS_PER_NODE = 1024;
+        int MAX_NODES = 65536;
+
         /** Processes that each hold one device; CPU and unspecified count as one. */
         default int devices() {
             return this instanceof Gpus g ? g.total() : 1;

@@ -26,6 +26,7 @@ public record ValidatedRecipe(Recipe recipe, BatchPlan plan, List<Finding> warni
         Problems problems = new Problems();
         Recipe recipe = RecipeReader.read(tree, recipeDir, problems);
         Long rows = countRows(recipe, problems);
+        requireContext(recipe, recipeDir, problems, tree);
         if (rows != null && recipe.objective() instanceof Recipe.Objective.Dpo) {
             checkPreferencePairs(recipe, problems);
         }
@@ -76,6 +77,38 @@ public record ValidatedRecipe(Recipe recipe, BatchPlan plan, List<Finding> warni
             }
         }
         return s.value() instanceof java.math.BigInteger b ? b.toString() : s.value();
+    }
+
+    /**
+     * {@code sequence_len} must fit the model's context ({@code max_position_embeddings}) when the architecture
+     * is known here (a local model folder or the built-in table): beyond it the positions have no trained meaning,
+     * and the run would only fail later, out of memory.
+     */
+    private static void requireContext(Recipe recipe, Path recipeDir, Problems problems, Mapping tree) {
+        String baseModel = recipe.model().baseModel();
+        if (baseModel == null || baseModel.isBlank()) {
+            return;
+        }
+        if (recipe.model().baseModelConfig() != null) {
+            return; // the architecture comes from elsewhere; plan reads it
+        }
+        dev.finetune.recipes.model.ModelSource source;
+        try {
+            source = dev.finetune.recipes.model.ModelSource.resolve(baseModel, recipeDir, null);
+        } catch (UserError e) {
+            problems.error(e.where(), e.getMessage(), e.hint());
+            return;
+        }
+        if (source instanceof dev.finetune.recipes.model.ModelSource.Found found) {
+            int context = found.config().maxPositionEmbeddings();
+            if (recipe.training().sequenceLen() > context) {
+                YamlNode.Entry entry = tree.entry("sequence_len");
+                problems.error(entry != null ? entry.value().where() : tree.where(), "sequence_len "
+                        + recipe.training().sequenceLen() + " is beyond the model's context of " + context
+                        + " tokens (max_position_embeddings, " + found.from() + ")",
+                        "set sequence_len: " + context + " or less");
+            }
+        }
     }
 
     /** Warns, with counts, about local preference rows that teach nothing (chosen == rejected, blank answers). */

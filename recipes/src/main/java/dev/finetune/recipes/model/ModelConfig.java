@@ -60,13 +60,20 @@ public record ModelConfig(
 
     public ModelConfig {
         String where = "config.json";
-        positive(where, "hidden_size", hiddenSize);
-        positive(where, "intermediate_size", intermediateSize);
-        positive(where, "num_hidden_layers", numHiddenLayers);
-        positive(where, "num_attention_heads", numAttentionHeads);
-        positive(where, "num_key_value_heads", numKeyValueHeads);
-        positive(where, "head_dim", headDim);
-        positive(where, "vocab_size", vocabSize);
+        // Bounds far above any released model, so that a crafted config.json is refused at once instead of
+        // costing minutes and gigabytes before some later step fails (num_hidden_layers: 1000000).
+        bounded(where, "hidden_size", hiddenSize, 1 << 17);
+        bounded(where, "intermediate_size", intermediateSize, 1 << 20);
+        bounded(where, "num_hidden_layers", numHiddenLayers, 1024);
+        bounded(where, "num_attention_heads", numAttentionHeads, 4096);
+        bounded(where, "num_key_value_heads", numKeyValueHeads, 4096);
+        bounded(where, "head_dim", headDim, 4096);
+        bounded(where, "vocab_size", vocabSize, 1 << 23);
+        bounded(where, "max_position_embeddings", maxPositionEmbeddings, 1 << 24);
+        if (numLocalExperts < 0 || numLocalExperts > 4096 || numExpertsPerToken < 0 || numExpertsPerToken > 4096) {
+            throw new UserError(where + ": num_local_experts", "expert counts must be from 0 to 4096, got "
+                    + numLocalExperts + " and " + numExpertsPerToken, "fix or restore the model's config.json");
+        }
         if (numAttentionHeads % numKeyValueHeads != 0) {
             throw new UserError(where + ": num_key_value_heads",
                     "num_attention_heads " + numAttentionHeads + " is not a multiple of num_key_value_heads " + numKeyValueHeads,
@@ -99,15 +106,43 @@ public record ModelConfig(
             throw new UserError(file.toString(), "cannot read model config: " + e.getMessage(),
                     "point base_model at a directory holding a Hugging Face config.json");
         }
+        JsonObject json;
         try {
-            return fromJson(JsonParser.parseString(text).getAsJsonObject(), file.toString());
+            json = JsonParser.parseString(text).getAsJsonObject();
         } catch (JsonParseException | IllegalStateException e) {
-            throw new UserError(file.toString(), "not a JSON object: " + e.getMessage(), "check the file is a Hugging Face config.json");
+            throw new UserError(file.toString(), "not a JSON object (" + jsonProblem(e) + ")",
+                    "check the file is a Hugging Face config.json");
         }
+        return fromJson(json, file.toString());
+    }
+
+    /** A JSON parser's complaint without the library's class names and links. */
+    public static String jsonProblem(RuntimeException e) {
+        Throwable root = e;
+        while (root.getCause() != null) {
+            root = root.getCause();
+        }
+        String message = root.getMessage() == null ? root.getClass().getSimpleName() : root.getMessage();
+        return message.replaceAll("[a-z]+(\\.[a-z]+)+\\.[A-Z][A-Za-z]*Exception: ", "")
+                .replaceAll("\\s*See https?://\\S+", "").replace("Use JsonReader.setLenient(true) to accept malformed JSON at ", "at ")
+                .strip();
     }
 
     /** Builds the record from a parsed {@code config.json}; {@code where} names the source in error messages. */
     public static ModelConfig fromJson(JsonObject json, String where) {
+        try {
+            return fromJsonUnchecked(json, where);
+        } catch (UserError e) {
+            // the record's own checks name the key as config.json: KEY; say which file it was
+            throw e.where() != null && e.where().startsWith("config.json") && !where.equals("config.json")
+                    ? new UserError(where + e.where().substring("config.json".length()), e.getMessage(), e.hint()) : e;
+        } catch (NumberFormatException | UnsupportedOperationException | IllegalStateException | ClassCastException e) {
+            throw new UserError(where, "a value has the wrong type (" + jsonProblem(e) + ")",
+                    "numbers must be JSON numbers and names JSON strings, as in the model's original config.json");
+        }
+    }
+
+    private static ModelConfig fromJsonUnchecked(JsonObject json, String where) {
         String type = string(json, "model_type", "llama");
         int hidden = requiredInt(json, "hidden_size", where);
         int heads = requiredInt(json, "num_attention_heads", where);
@@ -148,9 +183,10 @@ public record ModelConfig(
                 nullableInt(json, "eos_token_id"));
     }
 
-    private static void positive(String where, String key, int value) {
-        if (value <= 0) {
-            throw new UserError(where + ": " + key, key + " must be positive, got " + value, "fix or restore the model's config.json");
+    private static void bounded(String where, String key, int value, int max) {
+        if (value <= 0 || value > max) {
+            throw new UserError(where + ": " + key, key + " must be from 1 to " + max + ", got " + value,
+                    "fix or restore the model's config.json");
         }
     }
 
@@ -159,16 +195,26 @@ public record ModelConfig(
         if (e == null || e.isJsonNull()) {
             throw new UserError(where + ": " + key, "missing required key '" + key + "'", "a Hugging Face config.json for a decoder model has it");
         }
+        return exactInt(e, key, where);
+    }
+
+    /** An int as written: 3000000000 is refused, not wrapped to a negative number. */
+    private static int exactInt(JsonElement e, String key, String where) {
         try {
-            return e.getAsInt();
+            long value = e.getAsBigDecimal().longValueExact();
+            if (value > Integer.MAX_VALUE || value < Integer.MIN_VALUE) {
+                throw new ArithmeticException("out of range");
+            }
+            return (int) value;
         } catch (RuntimeException ex) {
-            throw new UserError(where + ": " + key, key + " must be an integer, got " + e, "fix the value in config.json");
+            throw new UserError(where + ": " + key, key + " must be a whole number up to " + Integer.MAX_VALUE
+                    + ", got " + e, "fix the value in config.json");
         }
     }
 
     private static int optionalInt(JsonObject json, String key, int fallback) {
         JsonElement e = json.get(key);
-        return e == null || e.isJsonNull() ? fallback : e.getAsInt();
+        return e == null || e.isJsonNull() ? fallback : exactInt(e, key, "config.json");
     }
 
     private static Integer nullableInt(JsonObject json, String key) {
