@@ -13,8 +13,10 @@ import dev.finetune.trainers.backend.SingleDeviceBackend;
 import dev.finetune.trainers.backend.fsdp.FsdpBackend;
 import dev.finetune.trainers.backend.fsdp.Launch;
 import dev.finetune.trainers.backend.fsdp.WorkerPython;
+import dev.finetune.trainers.train.StopRequest;
 import java.io.PrintWriter;
 import java.nio.file.Path;
+import java.util.List;
 import java.util.Locale;
 import java.util.concurrent.Callable;
 import picocli.AutoComplete;
@@ -198,6 +200,10 @@ public final class Main implements Callable<Integer> {
                 commandLine.getErr().flush();
                 return RUN_FAILED;
             }
+            if (e instanceof StopRequest.Stopped stopped) {
+                commandLine.getErr().println(stopped.getMessage());
+                return 128 + signalNumber(stopped.signal());
+            }
             // Anything else is our failure, not the user's: say so and keep the trace for the bug report.
             commandLine.getErr().println("error: run failed: " + e);
             e.printStackTrace(commandLine.getErr());
@@ -212,6 +218,41 @@ public final class Main implements Callable<Integer> {
     }
 
     public static void main(String[] args) {
+        for (String signal : List.of("TERM", "INT")) {
+            onSignal(signal);
+        }
         System.exit(execute(args));
+    }
+
+    /**
+     * A training run stops at the next step boundary with a checkpoint (clusters send SIGTERM before they kill);
+     * anything else, or a second signal, ends the process at once, saying so: a checkpoint being written then is
+     * lost whole, never half, because checkpoints are published by renaming.
+     */
+    private static void onSignal(String name) {
+        try {
+            sun.misc.Signal.handle(new sun.misc.Signal(name), signal -> {
+                if (StopRequest.request(name)) {
+                    System.err.println("SIG" + name + ": stopping after the current step, with a checkpoint (send it "
+                            + "again to stop at once)");
+                    return;
+                }
+                System.err.println("stopped by SIG" + name + (StopRequest.training()
+                        ? " at once (a second signal): the newest complete checkpoint is intact"
+                        : " outside a training step: nothing was saved"));
+                System.err.flush();
+                Runtime.getRuntime().halt(128 + signalNumber(name));
+            });
+        } catch (IllegalArgumentException e) {
+            // a platform without this signal: the default behaviour stays
+        }
+    }
+
+    private static int signalNumber(String name) {
+        return switch (name) {
+            case "INT" -> 2;
+            case "TERM" -> 15;
+            default -> 1;
+        };
     }
 }

@@ -136,9 +136,29 @@ final class BuiltModel {
                 Files.copy(Path.of(recipe.model().baseModel()).resolve("config.json"), staging.resolve("config.json"));
                 publish(staging, outputDir, List.of("model.safetensors", "config.json"));
             }
+        } catch (IOException | java.io.UncheckedIOException e) {
+            removeStaging(outputDir);
+            throw new UserError(outputDir.toString(), "cannot write the trained weights (" + e.getMessage()
+                    + "); the partial copy was removed, and the last checkpoint holds the trained state",
+                    "free space on the disk of output_dir, then rerun with resume_from_checkpoint=true", e);
+        }
+    }
+
+    /** Deletes half-written staging folders of {@link #save}; nothing in them was published. */
+    private static void removeStaging(Path outputDir) {
+        try (var children = Files.list(outputDir)) {
+            for (Path child : children.toList()) {
+                String name = child.getFileName().toString();
+                if (Files.isDirectory(child) && (name.startsWith(".adapter-") || name.startsWith(".model-"))) {
+                    try (var walk = Files.walk(child)) {
+                        for (Path p : walk.sorted(java.util.Comparator.reverseOrder()).toList()) {
+                            Files.deleteIfExists(p);
+                        }
+                    }
+                }
+            }
         } catch (IOException e) {
-            throw new UserError(outputDir.toString(), "cannot write the trained weights: " + e.getMessage(),
-                    "check that output_dir is writable and the disk has space", e);
+            // best effort: a leftover hidden folder holds nothing anyone reads
         }
     }
 

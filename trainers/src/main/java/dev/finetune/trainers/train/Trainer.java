@@ -152,6 +152,7 @@ public final class Trainer<B extends Batch> {
             numTokens += train.get(order.at(p)).tokenCount();
         }
         LogWindow window = new LogWindow(options.loggingSteps());
+        StopRequest.training(true);
         try (metrics; Progress progress = Progress.forRun(step, totalSteps)) {
             if (step == 0 && !eval.isEmpty()) {
                 Map<String, Object> line = new LinkedHashMap<>();
@@ -185,7 +186,9 @@ public final class Trainer<B extends Batch> {
                 }
                 progress.step(step, lastLoss, (double) line.get("tokens_per_second"));
                 listener.afterStep(step, line);
-                if (options.saveSteps() > 0 && (step % options.saveSteps() == 0 || step == totalSteps)) {
+                String stop = StopRequest.requested();
+                boolean scheduled = options.saveSteps() > 0 && (step % options.saveSteps() == 0 || step == totalSteps);
+                if (scheduled || stop != null) {
                     TrainerState state = new TrainerState(step, (double) consumed / perEpoch, consumed, perEpoch,
                             options.seed(), options.lrScheduler().key(), totalSteps, warmupSteps,
                             options.learningRate(), lr, resumeKeys, ResumeKeys.hash(resumeKeys));
@@ -194,6 +197,9 @@ public final class Trainer<B extends Batch> {
                             listener::checkpointFiles, listener::beforeCheckpointPublished);
                     LOG.debug("saved {}", saved);
                     LossCurve.draw(metrics.file(), outputDir);
+                    if (stop != null) {
+                        throw new StopRequest.Stopped(stop, step, "saved " + saved);
+                    }
                 }
             }
             if (step > firstStep) {
@@ -204,6 +210,7 @@ public final class Trainer<B extends Batch> {
             }
             LossCurve.draw(metrics.file(), outputDir);
         } finally {
+            StopRequest.training(false);
             JniUtils.setGradMode(gradModeBefore);
         }
         return new Summary(step, lastLoss, firstEval, lastEval);

@@ -165,8 +165,14 @@ public final class CheckpointStore {
             }
             hook.written(temporary);
             publish(temporary, target);
-        } catch (IOException e) {
-            throw new UncheckedIOException("could not write checkpoint " + target, e);
+        } catch (IOException | UncheckedIOException e) {
+            // a full disk (or a quota) must cost this checkpoint only: the partial one goes, the older ones stay
+            removeQuietly(temporary);
+            Throwable cause = e instanceof UncheckedIOException u && u.getCause() != null ? u.getCause() : e;
+            throw new UserError(outputDir.toString(), "could not save checkpoint-" + state.globalStep() + " ("
+                    + cause.getMessage() + "); the partial copy was removed and the earlier checkpoints are intact",
+                    "free space on the disk of output_dir or move it to a larger one, then continue with "
+                            + "resume_from_checkpoint=true", e);
         }
         prune(target);
         return target;
@@ -291,6 +297,14 @@ public final class CheckpointStore {
             channel.force(true);
         } catch (IOException e) {
             // Some file systems cannot sync a directory; the rename itself is still atomic.
+        }
+    }
+
+    private static void removeQuietly(Path folder) {
+        try {
+            deleteTree(folder);
+        } catch (UncheckedIOException e) {
+            // what cannot be deleted now is a hidden leftover that removeLeftovers() deletes on the next start
         }
     }
 
