@@ -80,6 +80,8 @@ public final class Main implements Callable<Integer> {
         if (!recipeArgs.given()) {
             // nothing to do is a usage error: a script that forgot its recipe must not read as a success
             spec.commandLine().usage(spec.commandLine().getErr());
+            spec.commandLine().getErr().println("error: no recipe given (hint: finetune RECIPE.yaml to train, or a "
+                    + "command such as finetune validate RECIPE.yaml; see the usage above)");
             return BAD_INPUT;
         }
         ValidatedRecipe validated = recipeArgs.load();

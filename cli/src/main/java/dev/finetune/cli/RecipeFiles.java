@@ -46,6 +46,10 @@ final class RecipeFiles {
                 }
             } else if (Files.isRegularFile(given)) {
                 add(entries, seen, given);
+            } else if (Files.exists(given)) {
+                // a device or a pipe (/dev/zero) may never end: it is not read at all
+                throw new UserError(given.toString(), "not a regular file (a device or a pipe), so it cannot be a "
+                        + "recipe", "save the recipe to a .yaml file and pass that");
             } else {
                 throw new UserError(given.toString(), "no such file or folder",
                         "give recipe files, or folders holding *.yaml or *.yml recipes");

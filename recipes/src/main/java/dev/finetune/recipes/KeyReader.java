@@ -421,10 +421,24 @@ final class KeyReader {
             } else {
                 siblings = siblings != null ? siblings : currentSiblings();
                 String close = Suggestions.closest(e.key(), siblings);
-                problems.error(e.keyWhere(), "unknown key '" + full + "'",
+                String shown = visible(full);
+                problems.error(e.keyWhere(), "unknown key '" + shown + "'" + (shown.equals(full) ? ""
+                        : " (it holds invisible characters, shown as \\u escapes)"),
                         close != null ? "did you mean '" + close + "'?"
                                 : "remove it: no known key is close to this name");
             }
         }
+    }
+
+    /** {@code text} with invisible and control characters written as {@code \\uXXXX}, so a message shows them. */
+    static String visible(String text) {
+        StringBuilder out = new StringBuilder();
+        text.codePoints().forEach(c -> {
+            int type = Character.getType(c);
+            boolean invisible = Character.isISOControl(c) || type == Character.FORMAT || type == Character.UNASSIGNED
+                    || (Character.isWhitespace(c) && c != ' ') || Character.isSpaceChar(c) && c != ' ';
+            out.append(invisible ? String.format("\\u%04x", c) : new String(Character.toChars(c)));
+        });
+        return out.toString();
     }
 }

@@ -141,6 +141,34 @@ public record ValidatedRecipe(Recipe recipe, BatchPlan plan, List<Finding> warni
         }
     }
 
+    /** The 1-based number of the first line that is not valid UTF-8, or {@code null}; decodes line by line. */
+    private static Long firstUndecodableLine(Path file) throws IOException {
+        var decoder = StandardCharsets.UTF_8.newDecoder()
+                .onMalformedInput(java.nio.charset.CodingErrorAction.REPORT)
+                .onUnmappableCharacter(java.nio.charset.CodingErrorAction.REPORT);
+        try (var in = new java.io.BufferedInputStream(Files.newInputStream(file), 1 << 16)) {
+            java.io.ByteArrayOutputStream line = new java.io.ByteArrayOutputStream();
+            long number = 1;
+            for (int b; ; ) {
+                b = in.read();
+                if (b == '\n' || b < 0) {
+                    try {
+                        decoder.reset().decode(java.nio.ByteBuffer.wrap(line.toByteArray()));
+                    } catch (java.nio.charset.CharacterCodingException e) {
+                        return number;
+                    }
+                    if (b < 0) {
+                        return null;
+                    }
+                    line.reset();
+                    number++;
+                } else {
+                    line.write(b);
+                }
+            }
+        }
+    }
+
     /** Rows of the training data when every dataset is a local JSONL/JSON file: one non-blank line or array item each. */
     private static Long countRows(Recipe recipe, Problems problems) {
         List<DatasetSpec> datasets = recipe.data().datasets();
@@ -159,9 +187,22 @@ public record ValidatedRecipe(Recipe recipe, BatchPlan plan, List<Finding> warni
                                 rows++;
                             }
                         }
+                    } catch (java.nio.charset.CharacterCodingException e) {
+                        // the reader decodes ahead of its lines: find the exact one, slowly, only now
+                        Long bad = firstUndecodableLine(d.path());
+                        problems.error(d.path() + (bad != null ? ":" + bad : ""), "this line is not valid UTF-8 text",
+                                "save the file as UTF-8 (or remove the line)");
+                        return null;
                     }
                 } else if (name.endsWith(".json")) {
-                    var element = com.google.gson.JsonParser.parseString(Files.readString(d.path()));
+                    String text;
+                    try {
+                        text = Files.readString(d.path());
+                    } catch (java.nio.charset.CharacterCodingException e) {
+                        problems.error(d.path().toString(), "not valid UTF-8 text", "save the file as UTF-8");
+                        return null;
+                    }
+                    var element = com.google.gson.JsonParser.parseString(text);
                     rows += element.isJsonArray() ? element.getAsJsonArray().size() : 1;
                 } else {
                     return null;

@@ -49,27 +49,37 @@ record Case(String name, Kind kind, int exit, String expect, int seconds, int me
      * @param during run while the child runs (to signal it, say), or {@code null}
      * @param cleanup run afterwards in every case (stop a background process it started), or {@code null}
      */
-    record Invocation(List<String> args, List<Path> writable, String stdin, During during, Runnable cleanup) {
+    record Invocation(List<String> args, List<Path> writable, String stdin, During during, Runnable cleanup,
+            long fileSizeLimitKb) {
+        Invocation(List<String> args, List<Path> writable, String stdin, During during, Runnable cleanup) {
+            this(args, writable, stdin, during, cleanup, 0);
+        }
+
         static Invocation of(String... args) {
             return new Invocation(List.of(args), List.of(), null, null, null);
+        }
+
+        /** Every file the child writes stops at this size (RLIMIT_FSIZE): a disk that fills up, without root. */
+        Invocation fileSizeLimit(long kb) {
+            return new Invocation(args, writable, stdin, during, cleanup, kb);
         }
 
         Invocation writing(Path... paths) {
             List<Path> all = new ArrayList<>(writable);
             all.addAll(List.of(paths));
-            return new Invocation(args, all, stdin, during, cleanup);
+            return new Invocation(args, all, stdin, during, cleanup, fileSizeLimitKb);
         }
 
         Invocation input(String text) {
-            return new Invocation(args, writable, text, during, cleanup);
+            return new Invocation(args, writable, text, during, cleanup, fileSizeLimitKb);
         }
 
         Invocation whileRunning(During action) {
-            return new Invocation(args, writable, stdin, action, cleanup);
+            return new Invocation(args, writable, stdin, action, cleanup, fileSizeLimitKb);
         }
 
         Invocation finallyDo(Runnable action) {
-            return new Invocation(args, writable, stdin, during, action);
+            return new Invocation(args, writable, stdin, during, action, fileSizeLimitKb);
         }
     }
 

@@ -31,6 +31,9 @@ class ReliabilitySuiteTest {
         List<Case> all = new ArrayList<>();
         all.addAll(DataLossCases.all());
         all.addAll(CorruptionCases.all());
+        all.addAll(UntrustedCases.all());
+        all.addAll(BoundsCases.all());
+        all.addAll(FaultCases.all());
         return all;
     }
 

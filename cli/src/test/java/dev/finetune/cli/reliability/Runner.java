@@ -46,7 +46,17 @@ final class Runner {
     }
 
     static Process start(Path workDir, List<String> args, Path log) throws IOException {
-        ProcessBuilder builder = new ProcessBuilder(javaCommand(args)).directory(workDir.toFile());
+        return start(workDir, args, log, 0);
+    }
+
+    static Process start(Path workDir, List<String> args, Path log, long fileSizeLimitKb) throws IOException {
+        List<String> command = javaCommand(args);
+        if (fileSizeLimitKb > 0) {
+            List<String> limited = new ArrayList<>(List.of("bash", "-c", "ulimit -f " + fileSizeLimitKb + " && exec \"$0\" \"$@\""));
+            limited.addAll(command);
+            command = limited;
+        }
+        ProcessBuilder builder = new ProcessBuilder(command).directory(workDir.toFile());
         builder.environment().put("OMP_WAIT_POLICY", "PASSIVE");
         builder.environment().remove("FINETUNE_JAVA_OPTS");
         return builder.redirectOutput(log.resolveSibling(log.getFileName() + ".out").toFile())
@@ -60,7 +70,7 @@ final class Runner {
         Path log = dir.resolveSibling(dir.getFileName() + ".log");
         List<String> problems = new ArrayList<>();
         long started = System.nanoTime();
-        Process child = start(work, invocation.args(), log);
+        Process child = start(work, invocation.args(), log, invocation.fileSizeLimitKb());
         Set<ProcessHandle> descendants = new LinkedHashSet<>();
         long peakKb = 0;
         double seconds;
