@@ -40,7 +40,7 @@ final class FaultCases {
                     Process first = Runner.start(dir.resolve("work"), Fixtures.args(recipe, "max_steps=40"),
                             dir.resolve("first.log"));
                     long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(Case.TRAIN_SECONDS);
-                    while (!Files.isRegularFile(out.resolve("checkpoint-2/trainer_state.json"))) {
+                    while (!Files.isRegularFile(out.resolve("checkpoint-2/finetune_state.json"))) {
                         if (!first.isAlive() || System.nanoTime() > deadline) {
                             first.destroyForcibly();
                             throw new IllegalStateException("no checkpoint before the kill");

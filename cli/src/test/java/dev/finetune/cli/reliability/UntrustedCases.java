@@ -16,6 +16,15 @@ final class UntrustedCases {
 
     private static final String SECRET = "root:$6$saltsalt$hashhashhash:19000:0:99999:7:::";
 
+    /** A chat dataset of four rows rendered with {@code template}: training prepares (renders) it first. */
+    static Case.Invocation chatTemplate(Path dir, String template) throws Exception {
+        Files.writeString(dir.resolve("chat.jsonl"), ("{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}, "
+                + "{\"role\": \"assistant\", \"content\": \"Hello\"}]}\n").repeat(4));
+        Path recipe = recipe(dir, with(sft(), "datasets", "\n  - path: chat.jsonl\n    type: chat_template",
+                "chat_template_jinja", new com.google.gson.Gson().toJson(template), "val_set_size", "0"));
+        return Case.Invocation.of(recipe.toString());
+    }
+
     static List<Case> all() {
         return List.of(
                 Case.refused("base: a non-YAML secret file", UNTRUSTED, "must name a .yaml or .yml", dir -> {
@@ -51,6 +60,21 @@ final class UntrustedCases {
                             "\"num_hidden_layers\": 1000000"));
                     return Case.Invocation.of("plan", recipe(dir, with(sft(), "base_model", model.toString())).toString());
                 }),
+                Case.refused("regex reward with catastrophic backtracking", UNTRUSTED, "catastrophic", dir -> {
+                    Files.writeString(dir.resolve("prompts.jsonl"), "{\"prompt\": \"Once\", \"word\": \"cat\"}\n");
+                    Path recipe = recipe(dir, with(sft(), "rl", "grpo", "trl", "\n  num_generations: 2\n"
+                            + "  max_completion_length: 8\n  reward_funcs:\n    - {name: regex_match, pattern: '(.*a){8}x'}",
+                            "datasets", "\n  - path: prompts.jsonl\n    type: passthrough", "val_set_size", "0",
+                            "micro_batch_size", "2", "sequence_len", "64", "sample_packing", "false"));
+                    return Case.Invocation.of("rewards", recipe.toString(), "--dry-run", "--completion",
+                            "a".repeat(60) + "b");
+                }),
+                Case.refused("chat template string growth", UNTRUSTED, "chat template", dir ->
+                        chatTemplate(dir, "{% set s = 'xxxxxxxx' %}{% for i in range(30) %}{% set s = s ~ s %}{% endfor %}"
+                                + "{{ s }}{% for m in messages %}{{ m.content }}{% endfor %}")),
+                Case.refused("chat template nested loops", UNTRUSTED, "did not finish", dir ->
+                        chatTemplate(dir, "{% for i in range(10000) %}{% for j in range(10000) %}{% for k in range(10000) %}"
+                                + "{% endfor %}{% endfor %}{% endfor %}{% for m in messages %}{{ m.content }}{% endfor %}")),
                 Case.refused("reward command without consent", UNTRUSTED, "--allow-commands", dir -> {
                     Files.writeString(dir.resolve("prompts.jsonl"), "{\"prompt\": \"Once\", \"word\": \"cat\"}\n");
                     Path recipe = recipe(dir, with(sft(), "rl", "grpo", "trl", "\n  num_generations: 2\n"

@@ -32,6 +32,44 @@ final class BuiltInReward implements RewardFunction {
         return inputs.stream().mapToDouble(scorer).toArray();
     }
 
+    /** Character reads one regex match may make: linear patterns need a few per character, never this many. */
+    static final long REGEX_STEPS = 20_000_000;
+
+    /**
+     * The completion as the regex engine sees it, counting every character it reads: a pattern from a shared
+     * recipe that backtracks catastrophically ({@code (a+)+$}) stops with an error instead of running for hours.
+     */
+    static CharSequence bounded(String text, String label, String pattern) {
+        return new CharSequence() {
+            private long reads;
+
+            @Override
+            public int length() {
+                return text.length();
+            }
+
+            @Override
+            public char charAt(int index) {
+                if (++reads > REGEX_STEPS) {
+                    throw new UserError("trl.reward_funcs: " + label, "the pattern '" + pattern + "' took more than "
+                            + REGEX_STEPS + " steps on one " + text.length() + "-character completion (catastrophic "
+                            + "backtracking)", "rewrite it without nested repetition such as (a+)+ or (a|a)*");
+                }
+                return text.charAt(index);
+            }
+
+            @Override
+            public CharSequence subSequence(int start, int end) {
+                return text.subSequence(start, end);
+            }
+
+            @Override
+            public String toString() {
+                return text;
+            }
+        };
+    }
+
     static RewardFunction of(RewardSpec spec) {
         if (spec instanceof RewardSpec.ExactMatch m) {
             return new BuiltInReward(m.label(), in -> {
@@ -42,7 +80,8 @@ final class BuiltInReward implements RewardFunction {
         }
         if (spec instanceof RewardSpec.RegexMatch m) {
             Pattern p = Pattern.compile(m.pattern(), m.ignoreCase() ? Pattern.CASE_INSENSITIVE : 0);
-            return new BuiltInReward(m.label(), in -> p.matcher(in.completion()).find() ? 1 : 0);
+            return new BuiltInReward(m.label(), in -> p.matcher(bounded(in.completion(), m.label(), m.pattern()))
+                    .find() ? 1 : 0);
         }
         if (spec instanceof RewardSpec.NumericAnswer m) {
             return new BuiltInReward(m.label(), in -> {
@@ -67,7 +106,8 @@ final class BuiltInReward implements RewardFunction {
         }
         if (spec instanceof RewardSpec.Format m) {
             Pattern p = Pattern.compile(m.pattern(), Pattern.DOTALL);
-            return new BuiltInReward(m.label(), in -> p.matcher(in.completion()).matches() ? 1 : 0);
+            return new BuiltInReward(m.label(), in -> p.matcher(bounded(in.completion(), m.label(), m.pattern()))
+                    .matches() ? 1 : 0);
         }
         throw new IllegalArgumentException("not a built-in: " + spec);
     }

@@ -88,8 +88,47 @@ final class Jinja {
         }
     }
 
+    static final long MAX_OUTPUT_CHARS = 4L << 20;
+    /** Wall time one render may take: a few milliseconds is normal; nested loops can ask for hours. */
+    static final long RENDER_SECONDS = 20;
+    private static java.util.concurrent.ExecutorService renderer = newRenderer();
+
+    private static java.util.concurrent.ExecutorService newRenderer() {
+        return java.util.concurrent.Executors.newSingleThreadExecutor(task -> {
+            Thread thread = new Thread(task, "chat-template");
+            thread.setDaemon(true); // a runaway render must not keep the process alive after its error
+            return thread;
+        });
+    }
+
+    /** {@link #renderUnbounded} on a worker thread, given up on after {@link #RENDER_SECONDS}. */
+    static synchronized String render(Compiled template, Map<String, Object> variables) {
+        java.util.concurrent.Future<String> result = renderer.submit(() -> renderUnbounded(template, variables));
+        try {
+            return result.get(RENDER_SECONDS, java.util.concurrent.TimeUnit.SECONDS);
+        } catch (java.util.concurrent.TimeoutException e) {
+            result.cancel(true);
+            renderer.shutdownNow();
+            renderer = newRenderer();
+            throw new TemplateException("the chat template did not finish within " + RENDER_SECONDS
+                    + " s for one row (loops nested too deep?)");
+        } catch (java.util.concurrent.ExecutionException e) {
+            if (e.getCause() instanceof RuntimeException runtime) {
+                throw runtime;
+            }
+            if (e.getCause() instanceof OutOfMemoryError) {
+                throw new TemplateException("the chat template built more text than memory holds (a string that "
+                        + "doubles in a loop?)");
+            }
+            throw new TemplateException("template error: " + e.getCause());
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new TemplateException("interrupted while rendering the chat template");
+        }
+    }
+
     /** What {@code Jinjava.renderForResult} does, minus the parse: a fresh context over a copy of the globals. */
-    static String render(Compiled template, Map<String, Object> variables) {
+    private static String renderUnbounded(Compiled template, Map<String, Object> variables) {
         Context context = new Context(ENGINE.getGlobalContextCopy(), variables);
         JinjavaInterpreter interpreter = new JinjavaInterpreter(ENGINE, context, ENGINE.getGlobalConfig());
         JinjavaInterpreter.pushCurrent(interpreter);
@@ -99,7 +138,7 @@ final class Jinja {
         } catch (TemplateException e) {
             throw e;
         } catch (RuntimeException e) {
-            throw new TemplateException("template error: " + e.getMessage());
+            throw new TemplateException("template error: " + String.valueOf(e.getMessage()).replaceAll("\\b[A-Za-z]*Exception: ", ""));
         } finally {
             JinjavaInterpreter.popCurrent();
             context.reset();
@@ -161,7 +200,8 @@ final class Jinja {
                 return raised.getMessage();
             }
         }
-        return "template error: " + error.getMessage();
+        // the engine's exception class names say nothing to someone fixing a template
+        return "template error: " + String.valueOf(error.getMessage()).replaceAll("\\b[A-Za-z]*Exception: ", "");
     }
 
     private static Jinjava newEngine() {
@@ -172,8 +212,13 @@ final class Jinja {
         CompositeELResolver resolver = new CompositeELResolver();
         resolver.add(new PythonStrings());
         resolver.add(JinjavaInterpreterResolver.DEFAULT_RESOLVER_READ_WRITE);
+        // Templates come with shared models and recipes: bound what one render may build (real chat templates
+        // render a few kilobytes from a few loops).
         Jinjava engine = new Jinjava(JinjavaConfig.newBuilder().withTrimBlocks(true).withLstripBlocks(true)
-                .withLegacyOverrides(jinja2Whitespace).withElResolver(resolver).build());
+                .withLegacyOverrides(jinja2Whitespace).withElResolver(resolver)
+                .withMaxOutputSize(MAX_OUTPUT_CHARS).withMaxStringLength(MAX_OUTPUT_CHARS).withMaxListSize(100_000)
+                .withMaxMapSize(100_000).withRangeLimit(10_000).withMaxRenderDepth(20).withMaxMacroRecursionDepth(50)
+                .build());
         engine.registerTag(new GenerationTag());
         engine.registerFilter(new PythonJson());
         engine.registerFunction(new ELFunctionDefinition("", "raise_exception", Jinja.class, "raiseException", String.class));
