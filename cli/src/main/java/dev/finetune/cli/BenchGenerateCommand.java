@@ -22,7 +22,8 @@ import picocli.CommandLine.Spec;
  * </pre>
  */
 @Command(name = "bench-generate", mixinStandardHelpOptions = true,
-        description = "Benchmark: load memory and generation tokens/s, with and without the KV cache. Run it alone on the machine.")
+        description = {"Benchmark: load memory and generation tokens/s, with and without the KV cache.",
+                "Run it alone on the machine."})
 final class BenchGenerateCommand implements Callable<Integer> {
 
     @Spec

@@ -28,9 +28,9 @@ import picocli.CommandLine.Spec;
  * </pre>
  */
 @Command(name = "bench-train", mixinStandardHelpOptions = true,
-        description = {"Benchmark: training tokens/s, step time and peak memory on fixed model shapes (shapes.tsv), "
-                + "for reading against the peers in trainers/src/main/python/bench/peers.py. Run it alone on the machine; "
-                + "on busy cores compare builds by cpu_ms_per_step."})
+        description = {"Benchmark: training tokens/s, step time and peak memory on fixed model shapes.",
+                "The shapes are the table shapes.tsv, which the peers in trainers/src/main/python/bench/peers.py train "
+                        + "too. Run it alone on the machine; on busy cores compare builds by cpu_ms_per_step."})
 final class BenchTrainCommand implements Callable<Integer> {
 
     @Spec
