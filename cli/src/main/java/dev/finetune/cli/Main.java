@@ -9,6 +9,9 @@ import dev.finetune.recipes.plan.MemoryEstimate;
 import dev.finetune.recipes.plan.MemoryPlan;
 import dev.finetune.recipes.plan.PlanText;
 import dev.finetune.recipes.plan.RecipeSetup;
+import dev.finetune.recipes.plan.RunPlan;
+import dev.finetune.recipes.plan.Hardware;
+import dev.finetune.trainers.backend.GemmRate;
 import dev.finetune.trainers.backend.SingleDeviceBackend;
 import dev.finetune.trainers.backend.fsdp.FsdpBackend;
 import dev.finetune.trainers.backend.fsdp.Launch;
@@ -95,13 +98,14 @@ public final class Main implements Callable<Integer> {
             launchOptions.requireUnused();
             SingleDeviceBackend.requireRunnable(validated.recipe());
         }
-        MemoryPlan plan = requireFits(validated);
+        RunPlan run = requireFits(validated, !fsdp);
+        MemoryPlan plan = run.memory();
         if (fsdp) {
             // the sharded terms, all-gather and reduce-scatter buffers and the per-rank peak, before anything starts
             out.print(PlanText.render(plan));
             return trainFsdp(validated, plan.estimate());
         }
-        return dispatchTraining(validated);
+        return dispatchTraining(validated, run);
     }
 
     @CommandLine.Mixin
@@ -127,11 +131,14 @@ public final class Main implements Callable<Integer> {
     }
 
     /** Refuses, before anything is loaded or written, a recipe whose memory plan exceeds the device it names. */
-    private MemoryPlan requireFits(ValidatedRecipe validated) {
+    private RunPlan requireFits(ValidatedRecipe validated, boolean inThisJvm) {
         PrintWriter out = spec.commandLine().getOut();
         Path recipe = recipeArgs.recipe();
-        MemoryPlan plan = PlanCommand.memoryPlan(validated, recipe, null,
-                RecipeSetup.hardware(validated.recipe().hardware()), null);
+        Hardware hardware = RecipeSetup.hardware(validated.recipe().hardware());
+        // The engine loads for training anyway; measuring this CPU first costs a few tens of milliseconds.
+        RunPlan run = PlanCommand.runPlan(validated, recipe, null, hardware, null,
+                inThisJvm && hardware instanceof Hardware.Cpu ? GemmRate.ENGINE : null);
+        MemoryPlan plan = run.memory();
         MemoryEstimate estimate = plan.estimate();
         double gib = 1024.0 * 1024.0 * 1024.0;
         out.printf(Locale.ROOT, "memory: peak %.2f GiB per device in %s, capacity %.1f GiB: %s%n",
@@ -146,7 +153,8 @@ public final class Main implements Callable<Integer> {
                     "does not fit: peak %.1f GiB per device exceeds %.1f GiB by %.1f GiB",
                     estimate.peakBytes() / gib, estimate.capacityBytes() / gib, -estimate.headroomBytes() / gib), fix);
         }
-        return plan;
+        out.print(run.describeTime());
+        return run;
     }
 
     @Option(names = "--sample-prompt", paramLabel = "TEXT",
@@ -158,9 +166,9 @@ public final class Main implements Callable<Integer> {
     boolean allowCommands;
 
     /** Trains in this JVM; the backend refuses sharded recipes before doing any work. */
-    int dispatchTraining(ValidatedRecipe validated) {
+    int dispatchTraining(ValidatedRecipe validated, RunPlan plan) {
         SingleDeviceBackend.train(validated, new SingleDeviceBackend.Settings(samplePrompt, allowCommands,
-                spec.commandLine().getOut()));
+                spec.commandLine().getOut(), plan));
         return OK;
     }
 

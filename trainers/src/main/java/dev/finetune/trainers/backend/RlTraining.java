@@ -57,10 +57,18 @@ final class RlTraining {
                 try (OutputFolder claimed = SingleDeviceBackend.claimOutput(validated, options, setup.train().size())) {
                     RunFiles.start(outputDir, validated, tokenizer.directory());
                     List<Map<String, Object>> lines = new ArrayList<>();
+                    EstimateReport report = new EstimateReport(settings.plan(), out,
+                            Trainer.totalSteps(options, setup.train().size()));
                     Trainer.Summary summary = run(setup, built.trainable(), options, manager, new Trainer.Listener() {
+                        @Override
+                        public Map<String, Object> firstStep(Map<String, Object> line) {
+                            return report.firstStep(line);
+                        }
+
                         @Override
                         public void afterStep(long step, Map<String, Object> metrics) {
                             lines.add(metrics);
+                            report.afterStep(step, metrics);
                         }
 
                         @Override

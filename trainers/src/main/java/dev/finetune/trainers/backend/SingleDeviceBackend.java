@@ -6,6 +6,7 @@ import ai.djl.ndarray.NDManager;
 import dev.finetune.recipes.Recipe;
 import dev.finetune.recipes.UserError;
 import dev.finetune.recipes.ValidatedRecipe;
+import dev.finetune.recipes.plan.RunPlan;
 import dev.finetune.trainers.data.DataOptions;
 import dev.finetune.trainers.text.Tokenizer;
 import dev.finetune.trainers.train.RecipeOptions;
@@ -41,8 +42,14 @@ public final class SingleDeviceBackend {
      * @param samplePrompt the text of the before/after sample, or {@code null} to take it from the data
      * @param allowCommands the user passed {@code --allow-commands}: GRPO reward commands named in the recipe may run
      * @param out where the data report, the adapter summary, samples and the result go (the progress is logged)
+     * @param plan the recipe's memory and time plan, printed next to what the first steps measure; or {@code null}
      */
-    public record Settings(String samplePrompt, boolean allowCommands, PrintWriter out) {}
+    public record Settings(String samplePrompt, boolean allowCommands, PrintWriter out, RunPlan plan) {
+        /** Without a plan: nothing to compare the first steps with. */
+        public Settings(String samplePrompt, boolean allowCommands, PrintWriter out) {
+            this(samplePrompt, allowCommands, out, null);
+        }
+    }
 
     /** What a finished run reports. */
     public record Result(Path outputDir, Trainer.Summary summary, String sampleBefore, String sampleAfter) {}
@@ -102,8 +109,19 @@ public final class SingleDeviceBackend {
             Path outputDir = options.outputDir();
             try (OutputFolder claimed = claimOutput(validated, options, train.size())) {
                 RunFiles.start(outputDir, validated, tokenizer.directory());
+                EstimateReport report = new EstimateReport(settings.plan(), out, Trainer.totalSteps(options, train.size()));
                 Trainer<SftBatch> trainer = new Trainer<>(built.trainable(), new SftObjective(), train, eval, options,
                         manager, new Trainer.Listener() {
+                            @Override
+                            public Map<String, Object> firstStep(Map<String, Object> line) {
+                                return report.firstStep(line);
+                            }
+
+                            @Override
+                            public void afterStep(long step, Map<String, Object> line) {
+                                report.afterStep(step, line);
+                            }
+
                             @Override
                             public void checkpointFiles(Path folder) throws java.io.IOException {
                                 built.writeCheckpointFiles(folder, recipe, tokenizer.directory());

@@ -50,6 +50,14 @@ public final class Trainer<B extends Batch> {
 
     /** Observes the run; both methods run on the training thread. */
     public interface Listener {
+        /**
+         * After the first optimizer step this process runs: entries to write to {@code metrics.jsonl} as a line of
+         * their own (whatever {@code logging_steps} says), such as the plan's peak next to the measured one.
+         */
+        default Map<String, Object> firstStep(Map<String, Object> line) {
+            return Map.of();
+        }
+
         /** After every optimizer step (and step 0's evaluation), with the line written to {@code metrics.jsonl}. */
         default void afterStep(long step, Map<String, Object> metrics) {}
 
@@ -183,6 +191,15 @@ public final class Trainer<B extends Batch> {
                 Map<String, Object> logged = window.add(step, totalSteps, line);
                 if (logged != null) {
                     metrics.write(logged);
+                }
+                if (step == firstStep + 1) {
+                    Map<String, Object> report = listener.firstStep(line);
+                    if (!report.isEmpty()) {
+                        Map<String, Object> reportLine = new LinkedHashMap<>();
+                        reportLine.put("step", step);
+                        reportLine.putAll(report);
+                        metrics.write(reportLine);
+                    }
                 }
                 progress.step(step, lastLoss, (double) line.get("tokens_per_second"));
                 listener.afterStep(step, line);

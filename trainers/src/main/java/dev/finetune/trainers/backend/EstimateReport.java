@@ -1,0 +1,77 @@
+package dev.finetune.trainers.backend;
+
+import dev.finetune.recipes.plan.RunPlan;
+import dev.finetune.recipes.plan.TimeModel;
+import java.io.PrintWriter;
+import java.util.LinkedHashMap;
+import java.util.Locale;
+import java.util.Map;
+
+/**
+ * The plan next to what the run measures: after the first optimizer step the planned and the measured peak memory
+ * (resident set, {@code VmHWM}, on CPU), and after the first few steps the measured tokens/s with the ETA it gives.
+ * The first step's numbers also go to {@code metrics.jsonl}, so a plan that is off can be found later.
+ */
+final class EstimateReport {
+    /** Steps averaged for the speed line; the first is left out when there are more (it warms caches and threads). */
+    static final int SPEED_STEPS = 5;
+    private static final double MIB = 1024.0 * 1024.0;
+
+    private final RunPlan plan;
+    private final PrintWriter out;
+    private final long totalSteps;
+    private long firstStep = -1;
+    private double tokensPerSecondSum;
+    private int timed;
+
+    /** @param plan {@code null} when there is none (the report then says nothing) */
+    EstimateReport(RunPlan plan, PrintWriter out, long totalSteps) {
+        this.plan = plan;
+        this.out = out;
+        this.totalSteps = totalSteps;
+    }
+
+    /** The first step's line for metrics.jsonl (plan and measured peak), printed too. */
+    Map<String, Object> firstStep(Map<String, Object> line) {
+        if (plan == null || !(line.get("peak_memory_mb") instanceof Number measured) || Double.isNaN(measured.doubleValue())) {
+            return Map.of();
+        }
+        double planned = plan.memory().estimate().peakBytes() / MIB;
+        double diff = 100 * (planned / measured.doubleValue() - 1);
+        out.printf(Locale.ROOT, "memory after step %s: plan %.0f MiB, measured peak %.0f MiB (resident set, VmHWM): plan %+.1f %%%n",
+                line.get("step"), planned, measured.doubleValue(), diff);
+        out.flush();
+        Map<String, Object> report = new LinkedHashMap<>();
+        report.put("plan_peak_memory_mb", planned);
+        report.put("peak_memory_mb", measured.doubleValue());
+        report.put("plan_peak_memory_error_pct", diff);
+        return report;
+    }
+
+    /** After every step: once enough steps ran, the measured speed and the ETA next to the plan's. */
+    void afterStep(long step, Map<String, Object> line) {
+        if (plan == null || plan.time() == null || !(line.get("tokens_per_second") instanceof Number rate) || step == 0) {
+            return;
+        }
+        if (firstStep < 0) {
+            firstStep = step;
+        }
+        long ran = step - firstStep + 1;
+        long wanted = Math.min(SPEED_STEPS, totalSteps - firstStep + 1);
+        if (ran > 1 || wanted == 1) {
+            tokensPerSecondSum += rate.doubleValue();
+            timed++;
+        }
+        if (ran != wanted || timed == 0) {
+            return;
+        }
+        TimeModel.Estimate t = plan.time();
+        double measured = tokensPerSecondSum / timed;
+        double planned = t.tokensPerSecondPerDevice();
+        double left = (totalSteps - step) * (t.tokensPerStep() / (double) t.devices()) / measured;
+        out.printf(Locale.ROOT, "speed after %d steps: %,.0f tokens/s measured, plan %,.0f (%+.0f %%); ETA %s for the %d steps left"
+                + " (plan: %s for the run)%n", ran, measured, planned, 100 * (planned / measured - 1), TimeModel.duration(left),
+                totalSteps - step, t.totalSeconds() == null ? "unknown" : TimeModel.duration(t.totalSeconds()));
+        out.flush();
+    }
+}
