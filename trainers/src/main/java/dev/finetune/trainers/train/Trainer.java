@@ -51,8 +51,8 @@ public final class Trainer<B extends Batch> {
     /** Observes the run; both methods run on the training thread. */
     public interface Listener {
         /**
-         * After the first optimizer step this process runs: entries to write to {@code metrics.jsonl} as a line of
-         * their own (whatever {@code logging_steps} says), such as the plan's peak next to the measured one.
+         * After the first optimizer step this process runs: entries to add to that step's line in
+         * {@code metrics.jsonl}, such as the plan's peak next to the measured one.
          */
         default Map<String, Object> firstStep(Map<String, Object> line) {
             return Map.of();
@@ -188,18 +188,12 @@ public final class Trainer<B extends Batch> {
                         || (options.evalSteps() > 0 && step % options.evalSteps() == 0))) {
                     lastEval = evaluate(line);
                 }
+                if (step == firstStep + 1) {
+                    line.putAll(listener.firstStep(line));
+                }
                 Map<String, Object> logged = window.add(step, totalSteps, line);
                 if (logged != null) {
                     metrics.write(logged);
-                }
-                if (step == firstStep + 1) {
-                    Map<String, Object> report = listener.firstStep(line);
-                    if (!report.isEmpty()) {
-                        Map<String, Object> reportLine = new LinkedHashMap<>();
-                        reportLine.put("step", step);
-                        reportLine.putAll(report);
-                        metrics.write(reportLine);
-                    }
                 }
                 progress.step(step, lastLoss, (double) line.get("tokens_per_second"));
                 listener.afterStep(step, line);
