@@ -14,7 +14,7 @@ import dev.finetune.trainers.model.LoadOptions;
 import dev.finetune.trainers.rewards.RewardInput;
 import dev.finetune.trainers.rewards.Rewards;
 import dev.finetune.trainers.text.Tokenizer;
-import dev.finetune.trainers.train.grpo.GrpoPrompt;
+import dev.finetune.trainers.data.GrpoPrompt;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;

@@ -1,6 +1,5 @@
 package dev.finetune.trainers.parity;
 
-import dev.finetune.recipes.DpoLossType;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import ai.djl.ndarray.NDManager;
@@ -15,7 +14,9 @@ import dev.finetune.adapters.peft.AdapterFiles;
 import dev.finetune.adapters.peft.AdapterWeights;
 import dev.finetune.recipes.AdapterSpec;
 import dev.finetune.recipes.DatasetSpec;
+import dev.finetune.recipes.DpoLossType;
 import dev.finetune.trainers.data.DataOptions;
+import dev.finetune.trainers.data.PreferencePair;
 import dev.finetune.trainers.data.RlRows;
 import dev.finetune.trainers.model.LlamaModel;
 import dev.finetune.trainers.model.LoadOptions;
@@ -27,7 +28,6 @@ import dev.finetune.trainers.train.Objective;
 import dev.finetune.trainers.train.dpo.DpoBatch;
 import dev.finetune.trainers.train.dpo.DpoLoss;
 import dev.finetune.trainers.train.dpo.DpoObjective;
-import dev.finetune.trainers.train.dpo.PreferencePair;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;

@@ -1,5 +1,6 @@
 package dev.finetune.trainers.train.dpo;
 
+import dev.finetune.trainers.data.PreferencePair;
 import dev.finetune.trainers.train.Batch;
 import dev.finetune.trainers.train.CompletionRows;
 import java.util.ArrayList;

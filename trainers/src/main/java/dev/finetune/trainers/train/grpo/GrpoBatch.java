@@ -1,5 +1,6 @@
 package dev.finetune.trainers.train.grpo;
 
+import dev.finetune.trainers.data.GrpoPrompt;
 import dev.finetune.trainers.train.Batch;
 import java.util.List;
 

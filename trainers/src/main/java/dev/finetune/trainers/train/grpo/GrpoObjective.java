@@ -1,5 +1,6 @@
 package dev.finetune.trainers.train.grpo;
 
+import dev.finetune.trainers.data.GrpoPrompt;
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDManager;
 import dev.finetune.adapters.lora.AdapterSwitch;

@@ -1,6 +1,5 @@
 package dev.finetune.trainers.train.dpo;
 
-import dev.finetune.recipes.DpoLossType;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -12,6 +11,8 @@ import ai.djl.training.GradientCollector;
 import dev.finetune.adapters.NamedArray;
 import dev.finetune.adapters.lora.LoraFactory;
 import dev.finetune.recipes.AdapterSpec;
+import dev.finetune.recipes.DpoLossType;
+import dev.finetune.trainers.data.PreferencePair;
 import dev.finetune.trainers.model.LlamaModel;
 import dev.finetune.trainers.model.LoadOptions;
 import dev.finetune.trainers.model.Stories260KReference;

@@ -1,5 +1,6 @@
 package dev.finetune.trainers.train.grpo;
 
+import dev.finetune.trainers.data.GrpoPrompt;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;

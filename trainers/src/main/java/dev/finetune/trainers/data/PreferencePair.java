@@ -1,4 +1,4 @@
-package dev.finetune.trainers.train.dpo;
+package dev.finetune.trainers.data;
 
 /** One tokenized preference: the same prompt continued two ways, the first preferred. Completions may be empty. */
 public record PreferencePair(long[] prompt, long[] chosen, long[] rejected) {

@@ -1,4 +1,4 @@
-package dev.finetune.trainers.train.grpo;
+package dev.finetune.trainers.data;
 
 import com.google.gson.JsonObject;
 
