@@ -40,6 +40,11 @@ public enum DpoLossType {
     /** Sigmoid on per-token margins. */
     SIGMOID_NORM;
 
+    /** IPO compares per-token means, so long answers do not win by length alone (TRL does the same). */
+    public boolean perTokenMean() {
+        return this == IPO;
+    }
+
     public String key() {
         return name().toLowerCase(Locale.ROOT);
     }

@@ -188,7 +188,23 @@ public record Recipe(
 
     /** What the loss is: supervised next-token prediction, or a preference / reinforcement objective. */
     public sealed interface Objective {
-        record Sft() implements Objective {}
+        /** The {@code rl} value that selects it ({@code sft} when {@code rl} is absent). */
+        String key();
+
+        /** Exhaustive choice over the three objectives: adding one breaks every caller until it handles it. */
+        <R> R match(java.util.function.Function<Sft, R> sft, java.util.function.Function<Dpo, R> dpo,
+                java.util.function.Function<Grpo, R> grpo);
+
+        record Sft() implements Objective {
+            public String key() {
+                return "sft";
+            }
+
+            public <R> R match(java.util.function.Function<Sft, R> sft, java.util.function.Function<Dpo, R> dpo,
+                    java.util.function.Function<Grpo, R> grpo) {
+                return sft.apply(this);
+            }
+        }
 
         /**
          * {@code rl: dpo}; {@code beta} from {@code rl_beta} / {@code trl.beta} (TRL's default 0.1).
@@ -209,6 +225,15 @@ public record Recipe(
             /** One loss with weight 1. */
             public Dpo(double beta, double labelSmoothing, boolean precomputeRefLogProbs, DpoLossType lossType) {
                 this(beta, labelSmoothing, precomputeRefLogProbs, List.of(lossType), List.of(1.0));
+            }
+
+            public String key() {
+                return "dpo";
+            }
+
+            public <R> R match(java.util.function.Function<Sft, R> sft, java.util.function.Function<Dpo, R> dpo,
+                    java.util.function.Function<Grpo, R> grpo) {
+                return dpo.apply(this);
             }
         }
 
@@ -241,7 +266,16 @@ public record Recipe(
                 Double delta,
                 Sampling sampling,
                 boolean maskTruncatedCompletions,
-                boolean biasCorrectedKl) implements Objective {}
+                boolean biasCorrectedKl) implements Objective {
+            public String key() {
+                return "grpo";
+            }
+
+            public <R> R match(java.util.function.Function<Sft, R> sft, java.util.function.Function<Dpo, R> dpo,
+                    java.util.function.Function<Grpo, R> grpo) {
+                return grpo.apply(this);
+            }
+        }
 
         /**
          * GRPO's sampling filters, TRL's (and transformers') names and defaults.

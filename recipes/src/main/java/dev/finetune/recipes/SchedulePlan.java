@@ -8,6 +8,7 @@ import java.util.Locale;
  * resolution rules. Pure: {@code validate} computes it from the rows it counted, the trainer from the batches it
  * built, with this one function.
  *
+ * @param accumulation micro batches per optimizer step ({@link BatchPlan#accumulation()})
  * @param microBatchesPerEpoch micro batches of one data-parallel rank in one epoch
  * @param stepsPerEpoch optimizer steps in one epoch (at least 1)
  * @param totalSteps {@code max_steps}, else {@code ceil(num_epochs × micro batches / accumulation)}
@@ -19,6 +20,7 @@ import java.util.Locale;
  * @param estimated counted from dataset rows before tokenizing, so packing can only make it smaller
  */
 public record SchedulePlan(
+        int accumulation,
         long microBatchesPerEpoch,
         long stepsPerEpoch,
         long totalSteps,
@@ -28,7 +30,6 @@ public record SchedulePlan(
         int logEvery,
         boolean estimated) {
 
-    /** @param accumulation micro batches per optimizer step, from {@link BatchPlan#accumulation()} */
     public static SchedulePlan of(Recipe recipe, int accumulation, long microBatchesPerEpoch, boolean estimated) {
         Recipe.Training training = recipe.training();
         Recipe.Output output = recipe.output();
@@ -46,7 +47,7 @@ public record SchedulePlan(
         int eval = every(output.evalStrategy(), output.evalSteps(), output.evalsPerEpoch(), total, perEpoch, 0);
         int save = every(output.saveStrategy(), output.saveSteps(), output.savesPerEpoch(), total, perEpoch, perEpoch);
         int log = output.loggingSteps() == null ? 1 : output.loggingSteps();
-        return new SchedulePlan(microBatchesPerEpoch, perEpoch, total, warmup, eval, save, log, estimated);
+        return new SchedulePlan(accumulation, microBatchesPerEpoch, perEpoch, total, warmup, eval, save, log, estimated);
     }
 
     /**

@@ -3,13 +3,7 @@ package dev.finetune.trainers.backend;
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDManager;
 import dev.finetune.adapters.NamedArray;
-import dev.finetune.adapters.io.SafetensorsDtype;
-import dev.finetune.adapters.io.SafetensorsWriter;
-import dev.finetune.adapters.lora.AdapterSwitch;
 import dev.finetune.adapters.lora.LoraFactory;
-import dev.finetune.adapters.peft.AdapterConfig;
-import dev.finetune.adapters.peft.AdapterFiles;
-import dev.finetune.adapters.peft.AdapterWeights;
 import dev.finetune.recipes.AdapterSpec;
 import dev.finetune.recipes.Recipe;
 import dev.finetune.recipes.UserError;
@@ -21,28 +15,22 @@ import dev.finetune.trainers.train.TrainableModel;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.nio.file.StandardCopyOption;
-import java.util.ArrayList;
 import java.util.List;
-import java.util.Locale;
-import java.util.Map;
-import java.util.TreeMap;
 
 /**
- * The model as the recipe's {@link AdapterSpec} builds it: every weight trainable, or frozen (NF4 for QLoRA) with
- * LoRA adapters on the matched layers. Knows what to print about it and what to save after training.
+ * The model as the recipe's {@link AdapterSpec} builds it, with its {@link TrainedWeights}: every weight trainable,
+ * or frozen (NF4 for QLoRA) with LoRA adapters on the matched layers. Knows what to print about it and what to save
+ * after training.
  */
 final class BuiltModel {
     private final LlamaModel model;
-    private final LoraFactory lora;
-    private final AdapterSpec.Lora spec;
+    private final TrainedWeights weights;
     private final TrainableModel<LlamaTrainable.Shared> trainable;
 
-    private BuiltModel(LlamaModel model, LoraFactory lora, AdapterSpec.Lora spec) {
+    private BuiltModel(LlamaModel model, TrainedWeights weights) {
         this.model = model;
-        this.lora = lora;
-        this.spec = spec;
-        this.trainable = new Switched(new LlamaTrainable(model), lora);
+        this.weights = weights;
+        this.trainable = new Switched(new LlamaTrainable(model), weights);
     }
 
     static BuiltModel forTraining(Recipe recipe, Path modelDir, NDManager manager) {
@@ -50,92 +38,36 @@ final class BuiltModel {
             LoraFactory factory = new LoraFactory(spec, manager, recipe.training().seed());
             LlamaModel model = LlamaModel.load(modelDir, manager, LoadOptions.adapters(factory));
             factory.requireMatches();
-            return new BuiltModel(model, factory, spec);
+            return new BuiltModel(model, new TrainedWeights.Adapter(spec, factory));
         }
-        return new BuiltModel(LlamaModel.load(modelDir, manager, LoadOptions.fullFineTune()), null, null);
-    }
-
-    /** {@code lora_model_dir}: starts the adapters from a saved PEFT adapter instead of B = 0. */
-    void loadAdapter(Path adapterDir, NDManager manager) {
-        if (lora == null) {
-            throw new UserError("lora_model_dir", "a saved adapter needs adapter: lora or qlora",
-                    "set adapter: lora with the rank and targets the adapter was trained with, or remove lora_model_dir");
-        }
-        try (NDManager loading = manager.newSubManager()) {
-            AdapterFiles.Saved saved = AdapterFiles.read(adapterDir, loading);
-            AdapterWeights.load(model.trainable(), saved.tensors(), adapterDir.resolve(AdapterFiles.WEIGHTS_FILE).toString());
-        }
-    }
-
-    /** From now on the reference model (DPO, GRPO) is the adapter as it is now, not the base. */
-    void freezeReference() {
-        lora.freezeReference();
+        return new BuiltModel(LlamaModel.load(modelDir, manager, LoadOptions.fullFineTune()), new TrainedWeights.Full());
     }
 
     LlamaModel model() {
         return model;
     }
 
+    TrainedWeights weights() {
+        return weights;
+    }
+
     TrainableModel<LlamaTrainable.Shared> trainable() {
         return trainable;
     }
 
-    /** The adapter on/off switch (the reference model of DPO and GRPO), or {@code null} for a full fine-tune. */
-    AdapterSwitch adapters() {
-        return lora == null ? null : lora.adapters();
-    }
-
     /** Which layers train and how many parameters that is, e.g. for a LoRA recipe the matched modules. */
     String describe() {
-        long trained = model.trainable().stream().mapToLong(p -> p.array().size()).sum();
-        if (lora == null) {
-            return String.format(Locale.ROOT, "model: full fine-tune, %,d trainable parameters%n", trained);
-        }
-        List<String> matched = lora.requireMatches();
-        Map<String, Integer> byModule = new TreeMap<>();
-        for (String layer : matched) {
-            byModule.merge(layer.substring(layer.lastIndexOf('.') + 1), 1, Integer::sum);
-        }
-        List<String> parts = new ArrayList<>();
-        byModule.forEach((module, count) -> parts.add(module + " x" + count));
-        long base = LlamaModel.expectedShapes(model.config()).values().stream().mapToLong(s -> s.size()).sum();
-        return String.format(Locale.ROOT, "model: %s r=%d alpha=%s on %d linear layers (%s); %,d trainable parameters, %.2f%% of %,d%n",
-                spec.quantized() ? "QLoRA (NF4 base weights)" : "LoRA", spec.r(), number(spec.alpha()), matched.size(),
-                String.join(", ", parts), trained, 100.0 * trained / base, base);
-    }
-
-    private static String number(double value) {
-        return value == Math.rint(value) ? Long.toString((long) value) : Double.toString(value);
-    }
-
-    /** What {@link #save} writes, for the closing line. */
-    String savedWhat() {
-        return lora == null ? "model.safetensors" : AdapterFiles.WEIGHTS_FILE;
+        return weights.describe(model);
     }
 
     /**
-     * The trained result in Hugging Face layout: PEFT adapter files, or for a full fine-tune {@code model.safetensors}
-     * with the base model's {@code config.json}. Each file is written under a temporary name and renamed.
+     * The trained result in Hugging Face layout, each file written under a temporary name and renamed: see
+     * {@link TrainedWeights#save}.
      */
     void save(Path outputDir, Recipe recipe) {
         try {
             Files.createDirectories(outputDir);
-            if (lora != null) {
-                Path staging = Files.createTempDirectory(outputDir, ".adapter-");
-                AdapterFiles.write(staging, AdapterConfig.of(spec, lora.peftTargets(), recipe.model().baseModel()),
-                        model.trainable());
-                publish(staging, outputDir, List.of(AdapterFiles.WEIGHTS_FILE, AdapterConfig.FILE_NAME));
-            } else {
-                List<NamedArray> weights = new ArrayList<>();
-                for (Map.Entry<String, NDArray> e : model.weights().entrySet()) {
-                    weights.add(new NamedArray(e.getKey(), e.getValue()));
-                }
-                Path staging = Files.createTempDirectory(outputDir, ".model-");
-                SafetensorsWriter.write(staging.resolve("model.safetensors"), weights, SafetensorsDtype.F32,
-                        Map.of("format", "pt"));
-                Files.copy(Path.of(recipe.model().baseModel()).resolve("config.json"), staging.resolve("config.json"));
-                publish(staging, outputDir, List.of("model.safetensors", "config.json"));
-            }
+            weights.save(model, outputDir, recipe.model().baseModel());
         } catch (IOException | java.io.UncheckedIOException e) {
             removeStaging(outputDir);
             throw new UserError(outputDir.toString(), "cannot write the trained weights (" + e.getMessage()
@@ -168,27 +100,16 @@ final class BuiltModel {
      * the tokenizer, as the HF Trainer saves it with every checkpoint.
      */
     void writeCheckpointFiles(Path folder, Recipe recipe, Path tokenizerDir) throws IOException {
-        if (lora != null) {
-            AdapterConfig.of(spec, lora.peftTargets(), recipe.model().baseModel()).write(folder);
-        } else {
-            Files.copy(Path.of(recipe.model().baseModel()).resolve("config.json"), folder.resolve("config.json"));
-        }
+        weights.writeConfig(folder, recipe.model().baseModel());
         RunFiles.copyTokenizer(tokenizerDir, folder);
-    }
-
-    private static void publish(Path staging, Path outputDir, List<String> files) throws IOException {
-        for (String file : files) {
-            Files.move(staging.resolve(file), outputDir.resolve(file), StandardCopyOption.REPLACE_EXISTING,
-                    StandardCopyOption.ATOMIC_MOVE);
-        }
-        Files.delete(staging);
     }
 
     /**
      * The Llama model with LoRA dropout following the loop's train/eval switch: the loop calls
-     * {@link #setTraining} around training steps and evaluations, and only the factory's switch reaches the adapters.
+     * {@link #setTraining} around training steps and evaluations, and the weights pass it on to their adapters.
      */
-    private record Switched(LlamaTrainable model, LoraFactory lora) implements TrainableModel<LlamaTrainable.Shared> {
+    private record Switched(LlamaTrainable model, TrainedWeights weights)
+            implements TrainableModel<LlamaTrainable.Shared> {
         @Override
         public List<NamedArray> trainable() {
             return model.trainable();
@@ -202,9 +123,7 @@ final class BuiltModel {
         @Override
         public void setTraining(boolean training) {
             model.setTraining(training);
-            if (lora != null) {
-                lora.adapters().setTraining(training);
-            }
+            weights.setTraining(training);
         }
 
         @Override

@@ -2,12 +2,13 @@ package dev.finetune.trainers.backend;
 
 import dev.finetune.recipes.Recipe;
 import dev.finetune.recipes.ValidatedRecipe;
+import dev.finetune.trainers.data.DataOptions;
 import dev.finetune.trainers.data.DataPipeline;
 import dev.finetune.trainers.data.Example;
+import dev.finetune.trainers.data.PreferencePair;
 import dev.finetune.trainers.data.RlRows;
 import dev.finetune.trainers.data.TokenDebug;
 import dev.finetune.trainers.text.Tokenizer;
-import dev.finetune.trainers.train.dpo.PreferencePair;
 import java.io.PrintWriter;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -29,12 +30,12 @@ public final class DataDebug {
             List<Example> examples = new ArrayList<>();
             if (recipe.objective() instanceof Recipe.Objective.Dpo) {
                 for (PreferencePair pair : RlRows.preferences(recipe.data().datasets(),
-                        SingleDeviceBackend.dataOptions(recipe), tokenizer).train()) {
+                        DataOptions.of(recipe), tokenizer).train()) {
                     examples.add(labelled(pair.prompt(), pair.chosen()));
                     examples.add(labelled(pair.prompt(), pair.rejected()));
                 }
             } else if (recipe.objective() instanceof Recipe.Objective.Sft) {
-                examples.addAll(DataPipeline.prepare(recipe.data().datasets(), SingleDeviceBackend.dataOptions(recipe),
+                examples.addAll(DataPipeline.prepare(recipe.data().datasets(), DataOptions.of(recipe),
                         tokenizer).train());
             } else {
                 out.println("debug: GRPO trains on sampled completions; its prompts carry no labels to show");

@@ -5,6 +5,7 @@ import com.google.gson.JsonObject;
 import dev.finetune.recipes.Recipe;
 import dev.finetune.recipes.UserError;
 import dev.finetune.trainers.data.DataOptions;
+import dev.finetune.trainers.data.GrpoPrompt;
 import dev.finetune.trainers.data.RlRows;
 import dev.finetune.trainers.generation.Completion;
 import dev.finetune.trainers.generation.GenerationSettings;
@@ -14,7 +15,6 @@ import dev.finetune.trainers.model.LoadOptions;
 import dev.finetune.trainers.rewards.RewardInput;
 import dev.finetune.trainers.rewards.Rewards;
 import dev.finetune.trainers.text.Tokenizer;
-import dev.finetune.trainers.data.GrpoPrompt;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -53,7 +53,7 @@ public final class RewardDryRun {
         try (Tokenizer tokenizer = Tokenizer.load(recipe.model().tokenizerConfig() != null
                 ? Path.of(recipe.model().tokenizerConfig()) : modelDir);
                 Rewards rewards = Rewards.start(grpo.rewardFuncs(), grpo.rewardWeights(), allowCommands)) {
-            DataOptions options = SingleDeviceBackend.dataOptions(recipe).withValSetSize(0);
+            DataOptions options = DataOptions.of(recipe).withValSetSize(0);
             List<GrpoPrompt> prompts = RlRows.prompts(recipe.data().datasets(), options, tokenizer).train();
             prompts = prompts.subList(0, Math.min(rows, prompts.size()));
             List<List<String>> completions = given.isEmpty()

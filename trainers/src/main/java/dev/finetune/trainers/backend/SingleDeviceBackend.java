@@ -1,28 +1,24 @@
 package dev.finetune.trainers.backend;
 
-import dev.finetune.recipes.Recipe.ExcessLength;
 import ai.djl.engine.Engine;
 import ai.djl.ndarray.NDManager;
+import dev.finetune.recipes.DatasetSpec;
 import dev.finetune.recipes.Recipe;
+import dev.finetune.recipes.SchedulePlan;
 import dev.finetune.recipes.UserError;
 import dev.finetune.recipes.ValidatedRecipe;
 import dev.finetune.recipes.plan.RunPlan;
-import dev.finetune.trainers.data.DataOptions;
 import dev.finetune.trainers.text.Tokenizer;
-import dev.finetune.trainers.train.RecipeOptions;
+import dev.finetune.trainers.train.Batch;
 import dev.finetune.trainers.train.Trainer;
-import dev.finetune.trainers.train.TrainingOptions;
-import dev.finetune.trainers.train.sft.SftBatch;
-import dev.finetune.trainers.train.sft.SftObjective;
 import java.io.PrintWriter;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import dev.finetune.recipes.DatasetSpec;
+import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
-import java.util.Set;
 import org.apache.logging.log4j.LogManager;
 import org.apache.logging.log4j.Logger;
 
@@ -35,14 +31,12 @@ import org.apache.logging.log4j.Logger;
  */
 public final class SingleDeviceBackend {
     private static final Logger LOG = LogManager.getLogger(SingleDeviceBackend.class);
-    /** Tokens of the before/after sample. */
-    public static final int SAMPLE_TOKENS = 64;
 
     /**
      * @param samplePrompt the text of the before/after sample, or {@code null} to take it from the data
      * @param allowCommands the user passed {@code --allow-commands}: GRPO reward commands named in the recipe may run
-     * @param out where the data report, the adapter summary, samples and the result go (the progress is logged)
      * @param plan the recipe's memory and time plan, printed next to what the first steps measure; or {@code null}
+     * @param out where the data report, the adapter summary, samples and the result go (the progress is logged)
      */
     public record Settings(String samplePrompt, boolean allowCommands, PrintWriter out, RunPlan plan) {
         /** Without a plan: nothing to compare the first steps with. */
@@ -68,6 +62,10 @@ public final class SingleDeviceBackend {
         }
     }
 
+    /**
+     * One run for every objective: tokenizer, model, the objective's data and batches, checks, then the loop and
+     * the saved result. Nothing is written before every check has passed.
+     */
     public static Result train(ValidatedRecipe validated, Settings settings) {
         Recipe recipe = validated.recipe();
         PrintWriter out = settings.out();
@@ -75,72 +73,84 @@ public final class SingleDeviceBackend {
         // the quick answer about output_dir, before data and model are loaded; claimOutput checks again under its lock
         OutputFolder.check(Path.of(recipe.output().outputDir()), inputs(validated), resuming(recipe),
                 recipe.output().overwriteOutputDir());
+        // every 32-bit AdamW spelling (8 bytes of moments per parameter) is the same update; 8/4-bit and SGD are
+        // not (validate refuses them for hardware: cpu; a recipe that names no hardware learns it here)
+        if (recipe.training().optimizer().stateBytesPerParam() != 8) {
+            throw new UserError("optimizer", "the single-device trainer runs 32-bit AdamW, not '"
+                    + recipe.training().optimizer().axolotlName() + "'", "use optimizer: adamw_torch");
+        }
         for (String setting : notActedOn(recipe)) {
             LOG.warn("{} (the single-device trainer does not act on it yet)", setting);
         }
-        if (!(recipe.objective() instanceof Recipe.Objective.Sft)) {
-            return RlTraining.train(validated, settings);
-        }
         Path modelDir = localModel(recipe.model().baseModel());
-        Tokenizer tokenizer = Tokenizer.load(recipe.model().tokenizerConfig() != null
-                ? localModel(recipe.model().tokenizerConfig()) : modelDir);
-        TrainingData<SftBatch> data = TrainingData.sft(recipe, validated.plan().micro(), tokenizer);
-        out.print(data.report());
-        List<SftBatch> train = data.train();
-        List<SftBatch> eval = data.eval();
-        Sample sample = Sample.of(data.prepared(), tokenizer, settings.samplePrompt(), SAMPLE_TOKENS);
-
-        TrainingOptions options = RecipeOptions.from(recipe, validated.plan().accumulation(), train.size(),
-                DatasetIdentity.of(recipe.data().datasets()));
-        Trainer.requireResumable(options, train.size());
-        out.printf(Locale.ROOT, "training: %d micro batches per epoch (as packed), %d optimizer steps, eval on %d micro batches%n",
-                train.size(), Trainer.totalSteps(options, train.size()), eval.size());
-
         Engine.getInstance();
-        try (NDManager manager = NDManager.newBaseManager()) {
+        try (Tokenizer tokenizer = Tokenizer.load(recipe.model().tokenizerConfig() != null
+                ? localModel(recipe.model().tokenizerConfig()) : modelDir);
+                NDManager manager = NDManager.newBaseManager()) {
             BuiltModel built = BuiltModel.forTraining(recipe, modelDir, manager);
             if (recipe.output().loraModelDir() != null) {
-                built.loadAdapter(Path.of(recipe.output().loraModelDir()), manager);
+                built.weights().loadAdapter(built.model(), Path.of(recipe.output().loraModelDir()), manager);
+                if (recipe.objective().match(sft -> false, dpo -> true, grpo -> true)) {
+                    // continuing a saved adapter (SFT -> DPO): TRL's reference is a frozen copy of it, not the base
+                    built.weights().freezeReference();
+                    out.printf(Locale.ROOT, "reference: the adapter from lora_model_dir %s, frozen as it starts "
+                            + "(TRL's \"ref\" adapter); the policy starts equal to it%n", recipe.output().loraModelDir());
+                }
             }
             out.print(built.describe());
-            String before = sample.text(built.model(), tokenizer);
-            out.println("sample before training: " + quoted(before));
-
-            Path outputDir = options.outputDir();
-            try (OutputFolder claimed = claimOutput(validated, options, train.size())) {
-                RunFiles.start(outputDir, validated, tokenizer.directory());
-                EstimateReport report = new EstimateReport(settings.plan(), out, Trainer.totalSteps(options, train.size()));
-                Trainer<SftBatch> trainer = new Trainer<>(built.trainable(), new SftObjective(), train, eval, options,
-                        manager, new Trainer.Listener() {
-                            @Override
-                            public Map<String, Object> firstStep(Map<String, Object> line) {
-                                return report.firstStep(line);
-                            }
-
-                            @Override
-                            public void afterStep(long step, Map<String, Object> line) {
-                                report.afterStep(step, line);
-                            }
-
-                            @Override
-                            public void checkpointFiles(Path folder) throws java.io.IOException {
-                                built.writeCheckpointFiles(folder, recipe, tokenizer.directory());
-                            }
-                        });
-                Trainer.Summary summary = trainer.run();
-                built.trainable().setTraining(false);
-                built.save(outputDir, recipe);
-                String after = sample.text(built.model(), tokenizer);
-                out.println("sample after training:  " + quoted(after));
-                if (!Double.isNaN(summary.firstEvalLoss())) {
-                    out.printf(Locale.ROOT, "eval loss: %.4f -> %.4f (%+.1f%%)%n", summary.firstEvalLoss(),
-                            summary.lastEvalLoss(), 100 * (summary.lastEvalLoss() / summary.firstEvalLoss() - 1));
-                }
-                out.printf(Locale.ROOT, "saved %s to %s%n", built.savedWhat(), outputDir);
-                return new Result(outputDir, summary, before, after);
+            try (ObjectiveSetup<?> setup = ObjectiveSetup.of(recipe, validated.plan().micro(), tokenizer, built,
+                    settings.samplePrompt(), settings.allowCommands(), manager)) {
+                out.print(setup.report());
+                return run(validated, setup, built, tokenizer, manager, out, settings.plan());
             }
-        } finally {
-            tokenizer.close();
+        }
+    }
+
+    private static <B extends Batch> Result run(ValidatedRecipe validated, ObjectiveSetup<B> setup, BuiltModel built,
+            Tokenizer tokenizer, NDManager manager, PrintWriter out, RunPlan plan) {
+        Recipe recipe = validated.recipe();
+        SchedulePlan schedule = SchedulePlan.of(recipe, validated.plan().accumulation(), setup.train().size(), false);
+        Trainer.Run run = Trainer.Run.of(recipe, schedule, DatasetIdentity.of(recipe.data().datasets()));
+        Trainer.requireResumable(run, setup.train().size());
+        out.printf(Locale.ROOT, "training: %d micro batches per epoch%s, %d optimizer steps (warm-up %d), eval on %d "
+                + "micro batches%n", setup.train().size(), recipe.training().samplePacking() ? " (as packed)" : "",
+                schedule.totalSteps(), schedule.warmupSteps(), setup.eval().size());
+        String before = setup.sample() == null ? "" : setup.sample().text(built.model(), tokenizer);
+        if (setup.sample() != null) {
+            out.println("sample before training: " + quoted(before));
+        }
+        Path outputDir = run.outputDir();
+        try (OutputFolder claimed = claimOutput(validated, run, setup.train().size())) {
+            RunFiles.start(outputDir, validated, tokenizer.directory());
+            List<Map<String, Object>> lines = new ArrayList<>();
+            EstimateReport report = new EstimateReport(plan, out, schedule.totalSteps());
+            Trainer.Summary summary = new Trainer<>(built.trainable(), setup.objective(), setup.train(), setup.eval(),
+                    run, manager, new Trainer.Listener() {
+                        @Override
+                        public Map<String, Object> firstStep(Map<String, Object> line) {
+                            return report.firstStep(line);
+                        }
+
+                        @Override
+                        public void afterStep(long step, Map<String, Object> metrics) {
+                            lines.add(metrics);
+                            report.afterStep(step, metrics);
+                        }
+
+                        @Override
+                        public void checkpointFiles(Path folder) throws java.io.IOException {
+                            built.writeCheckpointFiles(folder, recipe, tokenizer.directory());
+                        }
+                    }).run();
+            built.trainable().setTraining(false);
+            built.save(outputDir, recipe);
+            String after = setup.sample() == null ? "" : setup.sample().text(built.model(), tokenizer);
+            if (setup.sample() != null) {
+                out.println("sample after training:  " + quoted(after));
+            }
+            out.print(outcome(lines, summary));
+            out.printf(Locale.ROOT, "saved %s to %s%n", built.weights().savedWhat(), outputDir);
+            return new Result(outputDir, summary, before, after);
         }
     }
 
@@ -148,13 +158,13 @@ public final class SingleDeviceBackend {
      * Takes {@code output_dir} for this run (see {@link OutputFolder}): called after every input check passed and
      * before the first file is written.
      */
-    static OutputFolder claimOutput(ValidatedRecipe validated, TrainingOptions options, int microBatchesPerEpoch) {
+    static OutputFolder claimOutput(ValidatedRecipe validated, Trainer.Run run, int microBatchesPerEpoch) {
         Recipe recipe = validated.recipe();
         // The resolved text is the one RunFiles writes next, so its hash names that file.
-        Provenance provenance = Provenance.of(validated, validated.flatten(options.outputDir()),
+        Provenance provenance = Provenance.of(validated, validated.flatten(run.outputDir()),
                 localModel(recipe.model().baseModel()).toString(), null);
-        return OutputFolder.claim(new OutputFolder.Claim(options.outputDir(), inputs(validated),
-                Trainer.resumeKeys(options, microBatchesPerEpoch), resuming(recipe),
+        return OutputFolder.claim(new OutputFolder.Claim(run.outputDir(), inputs(validated),
+                Trainer.resumeKeys(run, microBatchesPerEpoch), resuming(recipe),
                 recipe.output().overwriteOutputDir(), provenance.toJson()));
     }
 
@@ -210,14 +220,6 @@ public final class SingleDeviceBackend {
         return settings;
     }
 
-    /** The recipe's top-level data settings. */
-    public static DataOptions dataOptions(Recipe recipe) {
-        return new DataOptions(recipe.training().sequenceLen(), recipe.data().trainOnInputs(),
-                recipe.training().samplePacking(), recipe.data().valSetSize(), recipe.training().seed(),
-                recipe.data().excessLength(), recipe.data().skipInvalidRows(), recipe.model().chatTemplate(),
-                recipe.model().chatTemplateJinja());
-    }
-
     /** This build reads models from local folders only and never downloads. */
     public static Path localModel(String name) {
         Path dir = Path.of(name);
@@ -226,6 +228,48 @@ public final class SingleDeviceBackend {
                     "download the model (config.json, safetensors, tokenizer.json) and point base_model at its folder");
         }
         return dir;
+    }
+
+    /**
+     * SFT: the held-out loss at the first and last evaluation. DPO: held-out {@code rewards/accuracies} and {@code rewards/margins} at the first and last evaluation.
+     * GRPO: mean reward over the first and the last tenth of the steps (this run's steps, after a resume), the
+     * KL at the end (when beta is not 0: TRL logs none then), and the held-out reward.
+     */
+    static String outcome(List<Map<String, Object>> lines, Trainer.Summary summary) {
+        StringBuilder s = new StringBuilder();
+        boolean rl = lines.stream().anyMatch(l -> l.containsKey("reward") || l.containsKey("eval_rewards/accuracies"));
+        if (!rl && !Double.isNaN(summary.firstEvalLoss())) {
+            s.append(String.format(Locale.ROOT, "eval loss: %.4f -> %.4f (%+.1f%%)%n", summary.firstEvalLoss(),
+                    summary.lastEvalLoss(), 100 * (summary.lastEvalLoss() / summary.firstEvalLoss() - 1)));
+        }
+        List<Map<String, Object>> evals = lines.stream().filter(l -> l.containsKey("eval_loss")).toList();
+        if (evals.size() >= 2 && evals.get(0).containsKey("eval_rewards/accuracies")) {
+            Map<String, Object> first = evals.get(0);
+            Map<String, Object> last = evals.get(evals.size() - 1);
+            s.append(String.format(Locale.ROOT, "held-out preference: accuracy %.3f -> %.3f, margin %.4f -> %.4f, "
+                    + "loss %.4f -> %.4f (step %s -> %s)%n", first.get("eval_rewards/accuracies"),
+                    last.get("eval_rewards/accuracies"), first.get("eval_rewards/margins"),
+                    last.get("eval_rewards/margins"), first.get("eval_loss"), last.get("eval_loss"), first.get("step"),
+                    last.get("step")));
+        }
+        List<Map<String, Object>> steps = lines.stream().filter(l -> l.containsKey("reward")).toList();
+        if (!steps.isEmpty()) {
+            int tenth = Math.max(1, steps.size() / 10);
+            List<Map<String, Object>> tail = steps.subList(steps.size() - tenth, steps.size());
+            s.append(String.format(Locale.ROOT, "reward: %.3f over the first %d steps -> %.3f over the last %d%s%n",
+                    mean(steps.subList(0, tenth), "reward"), tenth, mean(tail, "reward"), tenth,
+                    tail.get(0).containsKey("kl") ? String.format(Locale.ROOT, "; kl %.4f at the end", mean(tail, "kl"))
+                            : ""));
+            if (evals.size() >= 2 && evals.get(0).containsKey("eval_reward")) {
+                s.append(String.format(Locale.ROOT, "held-out reward: %.3f -> %.3f%n", evals.get(0).get("eval_reward"),
+                        evals.get(evals.size() - 1).get("eval_reward")));
+            }
+        }
+        return s.toString();
+    }
+
+    private static double mean(List<Map<String, Object>> lines, String key) {
+        return lines.stream().mapToDouble(l -> ((Number) l.get(key)).doubleValue()).average().orElse(Double.NaN);
     }
 
     private static String quoted(String text) {

@@ -3,11 +3,11 @@ package dev.finetune.trainers.backend;
 import dev.finetune.recipes.Recipe;
 import dev.finetune.trainers.data.DataOptions;
 import dev.finetune.trainers.data.DataPipeline;
+import dev.finetune.trainers.data.PreferencePair;
 import dev.finetune.trainers.data.PreparedData;
 import dev.finetune.trainers.data.RlRows;
 import dev.finetune.trainers.text.Tokenizer;
 import dev.finetune.trainers.train.dpo.DpoBatch;
-import dev.finetune.trainers.train.dpo.PreferencePair;
 import dev.finetune.trainers.train.sft.SftBatch;
 import java.util.ArrayList;
 import java.util.List;
@@ -25,7 +25,7 @@ public record TrainingData<B>(List<B> train, List<B> eval, long rows, String rep
 
     /** SFT: the epoch-0 packing of the training examples, and the eval split or the test datasets. */
     public static TrainingData<SftBatch> sft(Recipe recipe, int micro, Tokenizer tokenizer) {
-        DataOptions options = SingleDeviceBackend.dataOptions(recipe);
+        DataOptions options = DataOptions.of(recipe);
         PreparedData data = DataPipeline.prepare(recipe.data().datasets(), options, tokenizer);
         PreparedData tests = recipe.data().testDatasets().isEmpty() ? null
                 : DataPipeline.prepare(recipe.data().testDatasets(), options.withValSetSize(0), tokenizer);
@@ -39,11 +39,11 @@ public record TrainingData<B>(List<B> train, List<B> eval, long rows, String rep
 
     /** DPO: preference pairs in micro batches of {@code micro} pairs, chosen rows first. */
     public static TrainingData<DpoBatch> dpo(Recipe recipe, int micro, Tokenizer tokenizer) {
-        DataOptions options = SingleDeviceBackend.dataOptions(recipe);
+        DataOptions options = DataOptions.of(recipe);
         RlRows.Split<PreferencePair> pairs = RlRows.preferences(recipe.data().datasets(), options, tokenizer);
         List<PreferencePair> evalPairs = recipe.data().testDatasets().isEmpty() ? pairs.eval()
                 : RlRows.preferences(recipe.data().testDatasets(), options.withValSetSize(0), tokenizer).train();
-        int padId = RlSetup.padId(tokenizer);
+        int padId = ObjectiveSetup.padId(tokenizer);
         String report = String.format(java.util.Locale.ROOT, "dpo: %d pairs for training, %d held out (%d rows read, "
                 + "%d longer than sequence_len, %d invalid skipped)%n", pairs.train().size(), evalPairs.size(),
                 pairs.rows(), pairs.tooLong(), pairs.skipped());

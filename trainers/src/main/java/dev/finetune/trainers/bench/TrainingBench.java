@@ -5,14 +5,16 @@ import ai.djl.ndarray.NDManager;
 import ai.djl.pytorch.jni.JniUtils;
 import dev.finetune.adapters.lora.LoraFactory;
 import dev.finetune.recipes.AdapterSpec;
+import dev.finetune.recipes.LrScheduler;
+import dev.finetune.recipes.Recipe;
+import dev.finetune.recipes.Resume;
+import dev.finetune.recipes.SchedulePlan;
 import dev.finetune.recipes.model.ModelConfig;
 import dev.finetune.trainers.model.LlamaModel;
 import dev.finetune.trainers.model.LoadOptions;
 import dev.finetune.trainers.model.RandomWeights;
 import dev.finetune.trainers.train.LlamaTrainable;
 import dev.finetune.trainers.train.Trainer;
-import dev.finetune.trainers.train.TrainingOptions;
-import dev.finetune.trainers.train.optim.LrSchedule;
 import dev.finetune.trainers.train.sft.SftBatch;
 import dev.finetune.trainers.train.sft.SftObjective;
 import java.io.IOException;
@@ -87,14 +89,17 @@ public final class TrainingBench {
             out.flush();
 
             int total = warmup + timed + (profile != null ? 1 : 0);
-            TrainingOptions options = TrainingOptions.builder(outputDir).maxSteps(total).learningRate(lr)
-                    .lrScheduler(LrSchedule.CONSTANT).weightDecay(0).adamBeta1(0.9).adamBeta2(0.999).adamEpsilon(1e-8)
-                    .maxGradNorm(0).gradientCheckpointing(gradientCheckpointing).seed(SEED).build();
+            // constant learning rate, no clipping, no eval or checkpoints: only the step itself is measured
+            Recipe.Training training = new Recipe.Training(benchShape.seq, false, false, false, 1, total, lr,
+                    LrScheduler.CONSTANT, 0, 0, null, Recipe.Optimizer.ADAMW_TORCH, 0, 0.9, 0.999, 1e-8, 0,
+                    gradientCheckpointing, SEED, true);
+            Trainer.Run run = new Trainer.Run(training, new SchedulePlan(1, total, total, total, 0, 0, 0, 1, false),
+                    outputDir, 0, new Resume.Fresh(), Map.of());
             if (settings.waitQuiet() > 0) {
                 CpuCounters.waitUntilQuiet(settings.waitQuiet(), out);
             }
             StepTimes times = new StepTimes(warmup, timed, benchShape.batch * benchShape.seq, profile, out);
-            new Trainer<>(model, new SftObjective(), randomRows(benchShape, total), List.of(), options,
+            new Trainer<>(model, new SftObjective(), randomRows(benchShape, total), List.of(), run,
                     manager, times).run();
 
             long tokensPerStep = (long) benchShape.batch * benchShape.seq;

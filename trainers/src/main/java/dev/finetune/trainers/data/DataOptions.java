@@ -1,11 +1,11 @@
 package dev.finetune.trainers.data;
 
 import dev.finetune.recipes.Recipe.ExcessLength;
-import dev.finetune.recipes.UserError;
-import java.util.Locale;
+import dev.finetune.recipes.Recipe;
 
 /**
- * The recipe's top-level data settings, with Axolotl's meanings.
+ * The recipe's top-level data settings as the data code reads them, with Axolotl's meanings; a view of the
+ * {@link Recipe}, never checked or defaulted again here.
  *
  * @param sequenceLen {@code sequence_len}: the most tokens one training sequence holds
  * @param trainOnInputs {@code train_on_inputs}: also learn the prompt tokens
@@ -29,22 +29,12 @@ public record DataOptions(
         String chatTemplate,
         String chatTemplateJinja) {
 
-    public DataOptions {
-        if (sequenceLen < 2) {
-            throw new UserError("sequence_len", "sequence_len must be at least 2, got " + sequenceLen, "use e.g. 512");
-        }
-        if (valSetSize < 0 || Double.isNaN(valSetSize) || (valSetSize >= 1 && valSetSize != Math.rint(valSetSize))) {
-            throw new UserError("val_set_size", "val_set_size must be a fraction below 1 or a whole number of examples, got "
-                    + valSetSize, "use e.g. 0.05 or 200");
-        }
-        if (excessLength == null) {
-            excessLength = ExcessLength.DROP;
-        }
-    }
-
-    /** Axolotl's defaults: sequence_len 512, no packing, no validation split, seed 42, long rows dropped. */
-    public static DataOptions defaults() {
-        return new DataOptions(512, false, false, 0, 42, ExcessLength.DROP, false, null, null);
+    /** The data settings a recipe holds; each was read and checked once, by the recipe reader. */
+    public static DataOptions of(Recipe recipe) {
+        return new DataOptions(recipe.training().sequenceLen(), recipe.data().trainOnInputs(),
+                recipe.training().samplePacking(), recipe.data().valSetSize(), recipe.training().seed(),
+                recipe.data().excessLength(), recipe.data().skipInvalidRows(), recipe.model().chatTemplate(),
+                recipe.model().chatTemplateJinja());
     }
 
     public DataOptions withSequenceLen(int value) {

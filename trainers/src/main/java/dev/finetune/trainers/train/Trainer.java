@@ -9,6 +9,10 @@ import ai.djl.ndarray.types.Shape;
 import ai.djl.pytorch.jni.JniUtils;
 import ai.djl.training.GradientCollector;
 import dev.finetune.adapters.NamedArray;
+import dev.finetune.recipes.Recipe;
+import dev.finetune.recipes.Resume;
+import dev.finetune.recipes.ResumeInvariants;
+import dev.finetune.recipes.SchedulePlan;
 import dev.finetune.recipes.UserError;
 import dev.finetune.trainers.train.checkpoint.CheckpointStore;
 import dev.finetune.trainers.train.checkpoint.HfTrainerState;
@@ -16,7 +20,6 @@ import dev.finetune.trainers.train.checkpoint.ResumeKeys;
 import dev.finetune.trainers.train.checkpoint.TrainerState;
 import dev.finetune.trainers.train.optim.AdamW;
 import dev.finetune.trainers.train.optim.GradientClipping;
-import dev.finetune.trainers.train.optim.LrSchedule;
 import dev.finetune.trainers.train.output.LogWindow;
 import dev.finetune.trainers.train.output.TrainResults;
 import dev.finetune.trainers.train.output.LossCurve;
@@ -87,11 +90,31 @@ public final class Trainer<B extends Batch> {
     /** What a finished run reports: the step reached and the evaluation losses before and after. */
     public record Summary(long steps, double lastLoss, double firstEvalLoss, double lastEvalLoss) {}
 
+    /**
+     * What the loop needs of the recipe, as {@code recipes} resolved it.
+     *
+     * @param schedule computed for the training batches this loop gets
+     * @param resumeInvariants the recipe values a checkpoint is only valid for ({@link ResumeInvariants}): a resume
+     *     with any of them changed is refused
+     */
+    public record Run(Recipe.Training training, SchedulePlan schedule, Path outputDir, int saveTotalLimit,
+            Resume resume, Map<String, String> resumeInvariants) {
+
+        /** The run a recipe describes, over training data with the given fingerprint. */
+        public static Run of(Recipe recipe, SchedulePlan schedule, String datasetIdentity) {
+            return new Run(recipe.training(), schedule, Path.of(recipe.output().outputDir()),
+                    recipe.output().saveTotalLimit(), recipe.output().resume(),
+                    ResumeInvariants.of(recipe, datasetIdentity));
+        }
+    }
+
     private final TrainableModel<?> model;
     private final Objective<B> objective;
     private final List<B> train;
     private final List<B> eval;
-    private final TrainingOptions options;
+    private final Recipe.Training training;
+    private final SchedulePlan schedule;
+    private final Run run;
     private final NDManager manager;
     private final Listener listener;
     private long numTokens;
@@ -102,44 +125,42 @@ public final class Trainer<B extends Batch> {
      * @param manager long-lived: holds the optimizer moments; step scopes allocate through it and free at once
      */
     public Trainer(TrainableModel<?> model, Objective<B> objective, List<B> train, List<B> eval,
-            TrainingOptions options, NDManager manager, Listener listener) {
+            Run run, NDManager manager, Listener listener) {
+        if (run.schedule().microBatchesPerEpoch() != train.size()) {
+            throw new IllegalArgumentException("the schedule was planned for " + run.schedule().microBatchesPerEpoch()
+                    + " micro batches per epoch, but the loop gets " + train.size());
+        }
         this.model = model;
         this.objective = objective;
         this.train = train;
         this.eval = eval;
-        this.options = options;
+        this.run = run;
+        this.training = run.training();
+        this.schedule = run.schedule();
         this.manager = manager;
         this.listener = listener;
     }
 
-    /** Total optimizer steps: {@code max_steps}, else {@code ceil(num_epochs × micro batches / accumulation)}. */
-    public static long totalSteps(TrainingOptions options, int microBatchesPerEpoch) {
-        if (options.maxSteps() > 0) {
-            return options.maxSteps();
-        }
-        return Math.max(1, (long) Math.ceil(options.numEpochs() * microBatchesPerEpoch
-                / options.gradientAccumulationSteps()));
-    }
-
     public Summary run() {
-        Path outputDir = options.outputDir();
-        CheckpointStore checkpoints = new CheckpointStore(outputDir, options.saveTotalLimit());
+        Path outputDir = run.outputDir();
+        CheckpointStore checkpoints = new CheckpointStore(outputDir, run.saveTotalLimit());
         checkpoints.removeLeftovers();
         int perEpoch = train.size();
-        long totalSteps = totalSteps(options, perEpoch);
-        long warmupSteps = LrSchedule.warmupUpdates(options.warmupSteps(), options.warmupRatio(), totalSteps);
-        Map<String, String> resumeKeys = resumeKeys(options, perEpoch);
+        long totalSteps = schedule.totalSteps();
+        long warmupSteps = schedule.warmupSteps();
+        int accumulation = schedule.accumulation();
+        Map<String, String> resumeKeys = resumeKeys(run, perEpoch);
         List<NamedArray> params = model.trainable();
-        AdamW optimizer = new AdamW(params, new AdamW.Hyper(options.adamBeta1(), options.adamBeta2(),
-                options.adamEpsilon(), options.weightDecay()), manager);
-        DataOrder order = new DataOrder(perEpoch, options.seed());
+        AdamW optimizer = new AdamW(params, new AdamW.Hyper(training.adamBeta1(), training.adamBeta2(),
+                training.adamEpsilon(), training.weightDecay()), manager);
+        DataOrder order = new DataOrder(perEpoch, training.seed());
 
         boolean gradModeBefore = JniUtils.isGradMode();
         JniUtils.setGradMode(false);
         long started = System.nanoTime();
         long step = 0;
         MetricsLog metrics;
-        Path resumeFrom = resumeFolder(options, checkpoints);
+        Path resumeFrom = resumeFolder(run, checkpoints);
         if (resumeFrom != null) {
             TrainerState state = restore(resumeFrom, params, optimizer);
             step = state.globalStep();
@@ -156,10 +177,10 @@ public final class Trainer<B extends Batch> {
         long samples = 0;
         // TRL's num_tokens: every real token trained on so far, the resumed run's included
         numTokens = 0;
-        for (long p = 0; p < step * options.gradientAccumulationSteps(); p++) {
+        for (long p = 0; p < step * accumulation; p++) {
             numTokens += train.get(order.at(p)).tokenCount();
         }
-        LogWindow window = new LogWindow(options.loggingSteps());
+        LogWindow window = new LogWindow(schedule.logEvery());
         StopRequest.training(true);
         try (metrics; Progress progress = Progress.forRun(step, totalSteps)) {
             if (step == 0 && !eval.isEmpty()) {
@@ -172,12 +193,11 @@ public final class Trainer<B extends Batch> {
                 listener.afterStep(0, line);
             }
             while (step < totalSteps) {
-                long position = step * options.gradientAccumulationSteps();
-                double lr = options.lrScheduler().learningRate(options.learningRate(),
-                        options.cosineMinLrRatio(), step, totalSteps, warmupSteps);
+                long position = step * accumulation;
+                double lr = schedule.learningRate(training, step);
                 Map<String, Object> line = trainStep(step, position, order, params, optimizer, lr);
                 step++;
-                long consumed = position + options.gradientAccumulationSteps();
+                long consumed = position + accumulation;
                 line.put("epoch", (double) consumed / perEpoch);
                 lastLoss = (double) line.get("loss");
                 lossSum += lastLoss;
@@ -185,7 +205,7 @@ public final class Trainer<B extends Batch> {
                     samples += train.get(order.at(p)).samples();
                 }
                 if (!eval.isEmpty() && (step == totalSteps
-                        || (options.evalSteps() > 0 && step % options.evalSteps() == 0))) {
+                        || (schedule.evalEvery() > 0 && step % schedule.evalEvery() == 0))) {
                     lastEval = evaluate(line);
                 }
                 if (step == firstStep + 1) {
@@ -198,11 +218,11 @@ public final class Trainer<B extends Batch> {
                 progress.step(step, lastLoss, (double) line.get("tokens_per_second"));
                 listener.afterStep(step, line);
                 String stop = StopRequest.requested();
-                boolean scheduled = options.saveSteps() > 0 && (step % options.saveSteps() == 0 || step == totalSteps);
+                boolean scheduled = schedule.saveEvery() > 0 && (step % schedule.saveEvery() == 0 || step == totalSteps);
                 if (scheduled || stop != null) {
                     TrainerState state = new TrainerState(step, (double) consumed / perEpoch, consumed, perEpoch,
-                            options.seed(), options.lrScheduler().key(), totalSteps, warmupSteps,
-                            options.learningRate(), lr, resumeKeys, ResumeKeys.hash(resumeKeys));
+                            training.seed(), training.lrScheduler().key(), totalSteps, warmupSteps,
+                            training.learningRate(), lr, resumeKeys, ResumeKeys.hash(resumeKeys));
                     Path saved = checkpoints.save(params, named(optimizer.state()), state,
                             hfState(step, (double) consumed / perEpoch, totalSteps, metrics.file()).toJson(),
                             listener::checkpointFiles, listener::beforeCheckpointPublished);
@@ -214,7 +234,7 @@ public final class Trainer<B extends Batch> {
                 }
             }
             if (step > firstStep) {
-                Map<String, Object> summary = summary(step, (double) step * options.gradientAccumulationSteps() / perEpoch,
+                Map<String, Object> summary = summary(step, (double) step * accumulation / perEpoch,
                         (System.nanoTime() - started) / 1e9, step - firstStep, samples, lossSum);
                 TrainResults.write(outputDir, summary);
                 LOG.info("run summary: {}", summary);
@@ -235,8 +255,8 @@ public final class Trainer<B extends Batch> {
                 history.add(line);
             }
         }
-        return new HfTrainerState(epoch, step, totalSteps, options.loggingSteps(), options.evalSteps(),
-                options.saveSteps(), (int) train.get(0).samples(), options.numEpochs(), numTokens,
+        return new HfTrainerState(epoch, step, totalSteps, schedule.logEvery(), schedule.evalEvery(),
+                schedule.saveEvery(), (int) train.get(0).samples(), training.numEpochs(), numTokens,
                 6.0 * numTokens * model.parameterCount(), history);
     }
 
@@ -262,7 +282,7 @@ public final class Trainer<B extends Batch> {
     private Map<String, Object> trainStep(long step, long position, DataOrder order, List<NamedArray> params,
             AdamW optimizer, double lr) {
         long started = System.nanoTime();
-        int accumulation = options.gradientAccumulationSteps();
+        int accumulation = schedule.accumulation();
         List<B> window = new ArrayList<>(accumulation);
         long windowWeight = 0;
         long tokens = 0;
@@ -281,10 +301,10 @@ public final class Trainer<B extends Batch> {
         Map<String, Double> metricSums = new TreeMap<>();
         for (int micro = 0; micro < accumulation; micro++) {
             B batch = window.get(micro);
-            long microSeed = Seeds.microStep(options.seed(), step, micro);
+            long microSeed = Seeds.microStep(training.seed(), step, micro);
             Engine.getInstance().setRandomSeed(Seeds.derive(microSeed, -1));
             try (NDScope scope = new NDScope()) {
-                ForwardPass forward = ForwardPass.of(model, microSeed, options.gradientCheckpointing());
+                ForwardPass forward = ForwardPass.of(model, microSeed, training.gradientCheckpointing());
                 try (GradientCollector collector = Engine.getInstance().newGradientCollector()) {
                     Objective.Loss result = objective.loss(batch, forward, manager);
                     NDArray scaled = result.sum().mul(manager.full(new Shape(), inverseWeight, DataType.FLOAT32));
@@ -311,10 +331,10 @@ public final class Trainer<B extends Batch> {
         try (NDScope scope = new NDScope()) {
             gradNorm = GradientClipping.globalNorm(params);
         }
-        if (options.stopOnNonFinite() && !(Double.isFinite(loss) && Double.isFinite(gradNorm))) {
+        if (training.stopOnNonFinite() && !(Double.isFinite(loss) && Double.isFinite(gradNorm))) {
             throw new NonFinite(step + 1, loss, gradNorm);
         }
-        optimizer.step(step + 1, lr, GradientClipping.scale(gradNorm, options.maxGradNorm()));
+        optimizer.step(step + 1, lr, GradientClipping.scale(gradNorm, training.maxGradNorm()));
         NativeHeap.trim();
         double seconds = (System.nanoTime() - started) / 1e9;
 
@@ -341,7 +361,7 @@ public final class Trainer<B extends Batch> {
         Map<String, Double> metricSums = new TreeMap<>();
         for (B batch : eval) {
             try (NDScope scope = new NDScope()) {
-                Objective.Loss result = objective.loss(batch, ForwardPass.of(model, options.seed(), false), manager);
+                Objective.Loss result = objective.loss(batch, ForwardPass.of(model, training.seed(), false), manager);
                 lossSum += result.sum().getFloat();
                 units += result.units() != null ? result.units() : batch.lossWeight();
                 addWeighted(metricSums, result.metrics(), (double) batch.lossWeight() / totalWeight);
@@ -361,10 +381,10 @@ public final class Trainer<B extends Batch> {
      * Refuses a resume that {@link #run} would refuse, without loading anything: lets a caller check before it
      * writes into {@code output_dir}.
      */
-    public static void requireResumable(TrainingOptions options, int microBatchesPerEpoch) {
-        Path folder = resumeFolder(options, new CheckpointStore(options.outputDir(), options.saveTotalLimit()));
+    public static void requireResumable(Run run, int microBatchesPerEpoch) {
+        Path folder = resumeFolder(run, new CheckpointStore(run.outputDir(), run.saveTotalLimit()));
         if (folder != null) {
-            requireMatches(CheckpointStore.verify(folder), options, microBatchesPerEpoch, folder);
+            requireMatches(CheckpointStore.verify(folder), run, microBatchesPerEpoch, folder);
         }
     }
 
@@ -373,22 +393,23 @@ public final class Trainer<B extends Batch> {
      * accumulation, or a step beyond the recipe's last. Every checkpoint of the folder would fail alike, so this
      * is the user's choice to make (exit 2), not a reason to fall back to an older one.
      */
-    private static void requireMatches(TrainerState state, TrainingOptions options, int microBatchesPerEpoch,
-            Path folder) {
-        ResumeKeys.requireUnchanged(state, resumeKeys(options, microBatchesPerEpoch), folder.toString());
+    private static void requireMatches(TrainerState state, Run run, int microBatchesPerEpoch, Path folder) {
+        ResumeKeys.requireUnchanged(state, resumeKeys(run, microBatchesPerEpoch), folder.toString());
+        long seed = run.training().seed();
+        int accumulation = run.schedule().accumulation();
         String where = folder.resolve(CheckpointStore.STATE).toString();
-        if (state.seed() != options.seed()) {
+        if (state.seed() != seed) {
             throw new UserError(where, "the checkpoint continues seed " + state.seed() + "'s data order and dropout, "
-                    + "not seed " + options.seed() + "'s", "resume with seed: " + state.seed()
+                    + "not seed " + seed + "'s", "resume with seed: " + state.seed()
                     + ", or start a fresh run in another output_dir");
         }
-        if (state.microBatchesConsumed() != state.globalStep() * options.gradientAccumulationSteps()) {
+        if (state.microBatchesConsumed() != state.globalStep() * accumulation) {
             throw new UserError(where, "the checkpoint took " + state.microBatchesConsumed() + " micro batches in "
                     + state.globalStep() + " steps, which gradient_accumulation_steps "
-                    + options.gradientAccumulationSteps() + " cannot continue",
+                    + accumulation + " cannot continue",
                     "resume with the batch settings the checkpoint was written with");
         }
-        long total = totalSteps(options, microBatchesPerEpoch);
+        long total = run.schedule().totalSteps();
         if (state.globalStep() > total) {
             throw new UserError(where, "the checkpoint is at step " + state.globalStep() + ", beyond this recipe's "
                     + total + " steps", "raise max_steps or num_epochs, or resume from an earlier checkpoint");
@@ -396,24 +417,24 @@ public final class Trainer<B extends Batch> {
     }
 
     /** The recipe values a checkpoint of this run is valid for: its hash names the owner of output_dir too. */
-    public static Map<String, String> resumeKeys(TrainingOptions options, int microBatchesPerEpoch) {
-        Map<String, String> keys = new TreeMap<>(options.resumeInvariants());
+    public static Map<String, String> resumeKeys(Run run, int microBatchesPerEpoch) {
+        Map<String, String> keys = new TreeMap<>(run.resumeInvariants());
         keys.put("micro_batches_per_epoch", Integer.toString(microBatchesPerEpoch));
         return keys;
     }
 
-    private static Path resumeFolder(TrainingOptions options, CheckpointStore checkpoints) {
-        TrainingOptions.Resume resume = options.resumeFromCheckpoint();
-        if (resume instanceof TrainingOptions.Resume.From from) {
+    private static Path resumeFolder(Run run, CheckpointStore checkpoints) {
+        Resume resume = run.resume();
+        if (resume instanceof Resume.From from) {
             return checkpoints.resolve("resume_from_checkpoint", from.folder());
         }
-        if (resume instanceof TrainingOptions.Resume.Newest) {
+        if (resume instanceof Resume.Newest) {
             List<CheckpointStore.Saved> complete = checkpoints.complete();
             if (complete.isEmpty()) {
-                LOG.info("resume_from_checkpoint: no checkpoint in {} yet, starting from step 0", options.outputDir());
+                LOG.info("resume_from_checkpoint: no checkpoint in {} yet, starting from step 0", run.outputDir());
                 return null;
             }
-            return newestIntact(complete, options.outputDir());
+            return newestIntact(complete, run.outputDir());
         }
         return null;
     }
@@ -444,7 +465,7 @@ public final class Trainer<B extends Batch> {
     /** Loads weights and moments in place and returns the saved state; refuses a changed recipe first. */
     private TrainerState restore(Path folder, List<NamedArray> params, AdamW optimizer) {
         TrainerState state = CheckpointStore.verify(folder);
-        requireMatches(state, options, train.size(), folder);
+        requireMatches(state, run, train.size(), folder);
         try (NDManager loading = manager.newSubManager()) {
             CheckpointStore.Loaded loaded = CheckpointStore.loadVerified(folder, state, loading);
             for (NamedArray param : params) {

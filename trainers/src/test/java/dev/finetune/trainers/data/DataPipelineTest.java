@@ -1,6 +1,5 @@
 package dev.finetune.trainers.data;
 
-import dev.finetune.recipes.Recipe.ExcessLength;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
@@ -8,6 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.finetune.recipes.DatasetSpec;
+import dev.finetune.recipes.Recipe.ExcessLength;
 import dev.finetune.recipes.UserError;
 import dev.finetune.trainers.text.Tokenizer;
 import dev.finetune.trainers.train.sft.SftBatch;
@@ -88,7 +88,7 @@ class DataPipelineTest {
         Path data = write("alpaca.jsonl",
                 "{\"instruction\": \"Tell a story\", \"input\": \"about a cat\", \"output\": \"The cat sat.\"}",
                 "{\"instruction\": \"Say hi\", \"output\": \"Hi!\"}");
-        PreparedData prepared = prepare(DataOptions.defaults(), spec(data, "alpaca"));
+        PreparedData prepared = prepare(DataDefaults.options(), spec(data, "alpaca"));
         Example withInput = prepared.train().get(0);
         // Axolotl's alpaca prompt, written out from its public definition.
         String prompt = "Below is an instruction that describes a task, paired with an input that provides further context."
@@ -108,7 +108,7 @@ class DataPipelineTest {
         assertArrayEquals(concat(tokenizer.encode(noInputPrompt, true), tokenizer.encode("Hi!", false), new int[] {EOS}),
                 withoutInput.inputIds());
 
-        PreparedData all = prepare(DataOptions.defaults().withTrainOnInputs(true), spec(data, "alpaca"));
+        PreparedData all = prepare(DataDefaults.options().withTrainOnInputs(true), spec(data, "alpaca"));
         assertArrayEquals(all.train().get(0).inputIds(), all.train().get(0).labels());
     }
 
@@ -120,23 +120,23 @@ class DataPipelineTest {
                 + "{\"role\": \"assistant\", \"content\": \"In the park.\"},"
                 + "{\"role\": \"user\", \"content\": \"Why?\"},"
                 + "{\"role\": \"assistant\", \"content\": \"He likes the sun.\"}]}");
-        Example turn = prepare(DataOptions.defaults(), chat(data, "llama2", null, null)).train().get(0);
+        Example turn = prepare(DataDefaults.options(), chat(data, "llama2", null, null)).train().get(0);
         String rendered = "<s>[INST] <<SYS>>\nBe kind.\n<</SYS>>\n\nWhere is Tom? [/INST] In the park. </s><s>[INST] Why? [/INST] He likes the sun. </s>";
         assertArrayEquals(tokenizer.encode(rendered, false), turn.inputIds());
         assertEquals(List.of("In the park.", "</s>", "He likes the sun.", "</s>"), runs(turn));
 
-        Example last = prepare(DataOptions.defaults(), chat(data, "llama2", null, "last")).train().get(0);
+        Example last = prepare(DataDefaults.options(), chat(data, "llama2", null, "last")).train().get(0);
         assertEquals(List.of("In the park.", "He likes the sun.", "</s>"), runs(last));
         assertEquals(EOS, last.labels()[last.length() - 1]);
-        Example none = prepare(DataOptions.defaults(), chat(data, "llama2", null, "none")).train().get(0);
+        Example none = prepare(DataDefaults.options(), chat(data, "llama2", null, "none")).train().get(0);
         assertEquals(List.of("In the park.", "He likes the sun."), runs(none));
-        Example allEos = prepare(DataOptions.defaults(), chat(data, "llama2", List.of("user"), "all")).train().get(0);
+        Example allEos = prepare(DataDefaults.options(), chat(data, "llama2", List.of("user"), "all")).train().get(0);
         assertEquals(List.of("Where is Tom?", "</s>", "Why?", "</s>"), runs(allEos));
 
-        Example users = prepare(DataOptions.defaults(), chat(data, "llama2", List.of("user"), "none")).train().get(0);
+        Example users = prepare(DataDefaults.options(), chat(data, "llama2", List.of("user"), "none")).train().get(0);
         assertEquals(List.of("Where is Tom?", "Why?"), runs(users));
 
-        Example everything = prepare(DataOptions.defaults().withTrainOnInputs(true), chat(data, "llama2", null, "none")).train().get(0);
+        Example everything = prepare(DataDefaults.options().withTrainOnInputs(true), chat(data, "llama2", null, "none")).train().get(0);
         // The system prompt sits inside the first [INST] block, and only the contents are learned, never the template.
         assertEquals(List.of("Be kind.", "Where is Tom?", "In the park.", "Why?", "He likes the sun."), runs(everything));
     }
@@ -147,7 +147,7 @@ class DataPipelineTest {
                 + "{\"from\": \"human\", \"value\": \"Hi\"}, {\"from\": \"gpt\", \"value\": \"Hello there.\"}]}");
         DatasetSpec spec = new DatasetSpec(data, "chat_template", null, "conversations", Map.of("role", "from", "content", "value"),
                 null, null, "chatml", "recipe.yaml:4:5", null, "train", null, null);
-        PreparedData prepared = prepare(DataOptions.defaults(), spec);
+        PreparedData prepared = prepare(DataDefaults.options(), spec);
         Example example = prepared.train().get(0);
         String rendered = "<|im_start|>system\nBe kind.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello there.<|im_end|>\n";
         assertArrayEquals(tokenizer.encode(rendered, false), example.inputIds());
@@ -164,7 +164,7 @@ class DataPipelineTest {
                 + "{% if m.score is defined %} ({{ m.score }}){% endif %}{% endfor %}");
         DatasetSpec spec = new DatasetSpec(data, "chat_template", null, null, Map.of("reasoning_content", "thought"), null, null,
                 "jinja", "recipe.yaml:4:5", null, "train", null, null);
-        Example example = prepare(DataOptions.defaults().withChatTemplate("jinja", template.toString()), spec).train().get(0);
+        Example example = prepare(DataDefaults.options().withChatTemplate("jinja", template.toString()), spec).train().get(0);
         assertArrayEquals(tokenizer.encode("[user Sue]Why?[assistant]<think>Think.</think>Because. (3)", false), example.inputIds());
         assertEquals(List.of("Because."), runs(example));
     }
@@ -174,7 +174,7 @@ class DataPipelineTest {
         String story = "Once upon a time there was a little girl named Lily. She loved to play outside in the park. ".repeat(6);
         Path data = write("stories.jsonl", "{\"story\": \"" + story + "\"}");
         DatasetSpec spec = new DatasetSpec(data, "completion", "story", null, null, null, null, null, "recipe.yaml:4:5", null, "train", null, null);
-        PreparedData prepared = prepare(DataOptions.defaults().withSequenceLen(64), spec);
+        PreparedData prepared = prepare(DataDefaults.options().withSequenceLen(64), spec);
         int[] whole = concat(tokenizer.encode(story, true), new int[] {EOS});
         List<Example> chunks = prepared.train();
         assertEquals((whole.length + 63) / 64, chunks.size());
@@ -191,7 +191,7 @@ class DataPipelineTest {
     void inputOutputLearnsLabelledSegmentsOnly() throws IOException {
         Path data = write("io.jsonl", "{\"segments\": [{\"text\": \"<s>Question: why?\", \"label\": false},"
                 + " {\"text\": \" Because.</s>\", \"label\": true}]}");
-        Example example = prepare(DataOptions.defaults(), spec(data, "input_output")).train().get(0);
+        Example example = prepare(DataDefaults.options(), spec(data, "input_output")).train().get(0);
         int[] question = tokenizer.encode("<s>Question: why?", false);
         int[] answer = tokenizer.encode(" Because.</s>", false);
         assertArrayEquals(concat(question, answer), example.inputIds());
@@ -206,7 +206,7 @@ class DataPipelineTest {
             rows.add("{\"instruction\": \"Tell story " + i + "\", \"output\": \"" + "Tom ran. ".repeat(1 + i % 7) + "\"}");
         }
         Path data = write("many.jsonl", rows.toArray(String[]::new));
-        DataOptions options = DataOptions.defaults().withSequenceLen(256).withSamplePacking(true);
+        DataOptions options = DataDefaults.options().withSequenceLen(256).withSamplePacking(true);
         PreparedData prepared = prepare(options, spec(data, "alpaca"));
         List<Example> examples = prepared.train();
         List<TokenBatch> batches = prepared.trainBatches(0, 3);
@@ -261,7 +261,7 @@ class DataPipelineTest {
     void withoutPackingRowsArePaddedToTheLongestInTheBatch() throws IOException {
         Path data = write("two.jsonl", "{\"instruction\": \"A\", \"output\": \"Tom ran.\"}",
                 "{\"instruction\": \"B\", \"output\": \"Tom ran and ran and ran to the big park.\"}");
-        PreparedData prepared = prepare(DataOptions.defaults(), spec(data, "alpaca"));
+        PreparedData prepared = prepare(DataDefaults.options(), spec(data, "alpaca"));
         TokenBatch batch = prepared.trainBatches(0, 2).get(0);
         int longest = prepared.train().stream().mapToInt(Example::length).max().orElseThrow();
         assertEquals(longest, batch.length());
@@ -283,7 +283,7 @@ class DataPipelineTest {
         assertTrue(tokenizer.encode(longText, false).length > 60 && tokenizer.encode(shortText, false).length < 60);
         Path data = write("long.jsonl", "{\"segments\": [{\"text\": \"" + shortText + "\", \"label\": true}]}",
                 "{\"segments\": [{\"text\": \"" + longText + "\", \"label\": true}]}");
-        DataOptions options = DataOptions.defaults().withSequenceLen(60);
+        DataOptions options = DataDefaults.options().withSequenceLen(60);
         PreparedData dropped = prepare(options, spec(data, "input_output"));
         assertEquals(1, dropped.report().tooLong());
         assertEquals(1, dropped.train().size());
@@ -307,7 +307,7 @@ class DataPipelineTest {
             rows.add("{\"text\": \"Story number " + i + " is about Tom.\"}");
         }
         Path data = write("split.jsonl", rows.toArray(String[]::new));
-        DataOptions options = DataOptions.defaults().withValSetSize(0.2);
+        DataOptions options = DataDefaults.options().withValSetSize(0.2);
         PreparedData first = prepare(options, spec(data, "completion"));
         PreparedData again = prepare(options, spec(data, "completion"));
         assertEquals(4, first.eval().size());
@@ -329,12 +329,12 @@ class DataPipelineTest {
     void brokenLinesNameFileAndLine() throws IOException {
         Path data = write("broken.jsonl", "{\"instruction\": \"A\", \"output\": \"Ok.\"}", "", "{\"instruction\": \"B\", \"output\": ",
                 "{\"instruction\": \"C\"}", "{\"instruction\": \"D\", \"output\": 7}", "[1, 2]");
-        UserError badJson = assertThrows(UserError.class, () -> prepare(DataOptions.defaults(), spec(data, "alpaca")));
+        UserError badJson = assertThrows(UserError.class, () -> prepare(DataDefaults.options(), spec(data, "alpaca")));
         assertEquals(data + ":3", badJson.where());
         assertTrue(badJson.getMessage().startsWith("not valid JSON"), badJson.getMessage());
         assertTrue(badJson.oneLine().contains("dataset_skip_invalid_rows"), badJson.oneLine());
 
-        PreparedData skipping = prepare(DataOptions.defaults().withSkipInvalidRows(true), spec(data, "alpaca"));
+        PreparedData skipping = prepare(DataDefaults.options().withSkipInvalidRows(true), spec(data, "alpaca"));
         DataReport report = skipping.report();
         assertEquals(4, report.skippedRows());
         assertEquals(List.of(data + ":3", data + ":4", data + ":5", data + ":6"), report.skippedAt());
@@ -342,54 +342,54 @@ class DataPipelineTest {
         assertTrue(report.describe().contains("invalid rows skipped: 4"), report.describe());
 
         Path missing = write("missing.jsonl", "{\"instruction\": \"C\"}");
-        UserError missingField = assertThrows(UserError.class, () -> prepare(DataOptions.defaults(), spec(missing, "alpaca")));
+        UserError missingField = assertThrows(UserError.class, () -> prepare(DataDefaults.options(), spec(missing, "alpaca")));
         assertEquals(missing + ":1: missing field 'output' (type alpaca)", missingField.oneLine().substring(0, missingField.oneLine().indexOf(" (hint")));
         Path wrongType = write("wrong.jsonl", "{\"instruction\": \"D\", \"output\": 7}");
-        UserError typed = assertThrows(UserError.class, () -> prepare(DataOptions.defaults(), spec(wrongType, "alpaca")));
+        UserError typed = assertThrows(UserError.class, () -> prepare(DataDefaults.options(), spec(wrongType, "alpaca")));
         assertEquals("field 'output' must be a string, found the number 7", typed.getMessage());
         Path badChat = write("chat.jsonl", "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}, {\"role\": \"assistant\"}]}");
-        UserError chatError = assertThrows(UserError.class, () -> prepare(DataOptions.defaults(), chat(badChat, "chatml", null, null)));
+        UserError chatError = assertThrows(UserError.class, () -> prepare(DataDefaults.options(), chat(badChat, "chatml", null, null)));
         assertEquals(badChat + ":1", chatError.where());
         assertTrue(chatError.getMessage().contains("messages[1] has no 'content'"), chatError.getMessage());
         Path alternation = write("order.jsonl", "{\"messages\": [{\"role\": \"assistant\", \"content\": \"Hi\"}]}");
-        UserError templateRaised = assertThrows(UserError.class, () -> prepare(DataOptions.defaults(), chat(alternation, "mistral", null, null)));
+        UserError templateRaised = assertThrows(UserError.class, () -> prepare(DataDefaults.options(), chat(alternation, "mistral", null, null)));
         assertTrue(templateRaised.getMessage().contains("roles must alternate"), templateRaised.getMessage());
     }
 
     @Test
     void jsonArraysReportTheLineOfTheElement() throws IOException {
         Path data = write("array.json", "[", "  {\"text\": \"Tom ran.\"},", "  {\"txt\": \"Lily ran.\"}", "]");
-        UserError error = assertThrows(UserError.class, () -> prepare(DataOptions.defaults(), spec(data, "completion")));
+        UserError error = assertThrows(UserError.class, () -> prepare(DataDefaults.options(), spec(data, "completion")));
         assertEquals(data + ":3 (element 1)", error.where());
         assertTrue(error.getMessage().contains("missing field 'text'"), error.getMessage());
         Path broken = write("broken.json", "[", "  {\"text\": \"Tom ran.\"},", "  {\"text\": oops}", "]");
-        UserError syntax = assertThrows(UserError.class, () -> prepare(DataOptions.defaults().withSkipInvalidRows(true), spec(broken, "completion")));
+        UserError syntax = assertThrows(UserError.class, () -> prepare(DataDefaults.options().withSkipInvalidRows(true), spec(broken, "completion")));
         assertEquals(broken + ":3", syntax.where());
     }
 
     @Test
     void preTokenizedRowsAndUnknownTypes() throws IOException {
         Path data = write("ids.jsonl", "{\"input_ids\": [1, 403, 407, 261], \"labels\": [-100, -100, 407, 261]}");
-        Example example = prepare(DataOptions.defaults(), spec(data, null)).train().get(0);
+        Example example = prepare(DataDefaults.options(), spec(data, null)).train().get(0);
         assertArrayEquals(new int[] {1, 403, 407, 261}, example.inputIds());
         assertEquals(2, example.targets());
-        UserError unknown = assertThrows(UserError.class, () -> prepare(DataOptions.defaults(), spec(data, "sharegpt")));
+        UserError unknown = assertThrows(UserError.class, () -> prepare(DataDefaults.options(), spec(data, "sharegpt")));
         assertEquals("recipe.yaml:4:5", unknown.where());
         assertTrue(unknown.hint().contains("chat_template"), unknown.hint());
-        UserError absent = assertThrows(UserError.class, () -> prepare(DataOptions.defaults(), spec(dir.resolve("nope.jsonl"), "alpaca")));
+        UserError absent = assertThrows(UserError.class, () -> prepare(DataDefaults.options(), spec(dir.resolve("nope.jsonl"), "alpaca")));
         assertEquals("recipe.yaml:4:5", absent.where());
         DatasetSpec hub = new DatasetSpec(null, "alpaca", null, null, null, null, null, null, "recipe.yaml:4:5", "tatsu-lab/alpaca", "train", null, null);
-        UserError remote = assertThrows(UserError.class, () -> prepare(DataOptions.defaults(), hub));
+        UserError remote = assertThrows(UserError.class, () -> prepare(DataDefaults.options(), hub));
         assertTrue(remote.getMessage().contains("tatsu-lab/alpaca"), remote.getMessage());
         DatasetSpec testSplit = new DatasetSpec(data, null, null, null, null, null, null, null, "recipe.yaml:4:5", null, "test", null, null);
-        assertTrue(assertThrows(UserError.class, () -> prepare(DataOptions.defaults(), testSplit)).getMessage().contains("split"));
+        assertTrue(assertThrows(UserError.class, () -> prepare(DataDefaults.options(), testSplit)).getMessage().contains("split"));
     }
 
     @Test
     void reportCountsTokensAndTheShareLearned() throws IOException {
         Path data = write("r.jsonl", "{\"instruction\": \"Tell a story\", \"output\": \"Tom ran.\"}");
-        DataReport report = prepare(DataOptions.defaults(), spec(data, "alpaca")).report();
-        Example only = prepare(DataOptions.defaults(), spec(data, "alpaca")).train().get(0);
+        DataReport report = prepare(DataDefaults.options(), spec(data, "alpaca")).report();
+        Example only = prepare(DataDefaults.options(), spec(data, "alpaca")).train().get(0);
         assertEquals(only.length(), report.trainTokens());
         assertEquals(tokenizer.encode("Tom ran.", false).length + 1, report.trainTargets());
         assertEquals((double) report.trainTargets() / report.trainTokens(), report.trainedShare(), 1e-12);

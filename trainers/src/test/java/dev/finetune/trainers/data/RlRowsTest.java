@@ -7,9 +7,9 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.finetune.recipes.DatasetSpec;
 import dev.finetune.recipes.UserError;
-import dev.finetune.trainers.text.Tokenizer;
-import dev.finetune.trainers.data.PreferencePair;
 import dev.finetune.trainers.data.GrpoPrompt;
+import dev.finetune.trainers.data.PreferencePair;
+import dev.finetune.trainers.text.Tokenizer;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -52,7 +52,7 @@ class RlRowsTest {
     private static PreferencePair one(Path dir, String type, String row) throws IOException {
         Path file = dir.resolve(type + ".jsonl");
         Files.writeString(file, row + "\n");
-        return RlRows.preferences(List.of(spec(file, type)), DataOptions.defaults(), tokenizer).train().get(0);
+        return RlRows.preferences(List.of(spec(file, type)), DataDefaults.options(), tokenizer).train().get(0);
     }
 
     @Test
@@ -119,7 +119,7 @@ class RlRowsTest {
         Files.writeString(trlFile, "{\"prompt\": [{\"role\": \"user\", \"content\": \"Hi?\"}], "
                 + "\"chosen\": [{\"role\": \"assistant\", \"content\": \"Hello!\"}], "
                 + "\"rejected\": [{\"role\": \"assistant\", \"content\": \"No.\"}]}\n");
-        DataOptions chatml = DataOptions.defaults().withChatTemplate("chatml", null);
+        DataOptions chatml = DataDefaults.options().withChatTemplate("chatml", null);
         PreferencePair typed = RlRows.preferences(List.of(spec(file, "chat_template.default")), chatml, tokenizer)
                 .train().get(0);
         PreferencePair trl = RlRows.preferences(List.of(spec(trlFile, "passthrough")), chatml, tokenizer).train().get(0);
@@ -142,7 +142,7 @@ class RlRowsTest {
         }
         Files.writeString(file, rows);
         RlRows.Split<GrpoPrompt> split = RlRows.prompts(List.of(spec(file, "passthrough")),
-                DataOptions.defaults().withValSetSize(0.2), tokenizer);
+                DataDefaults.options().withValSetSize(0.2), tokenizer);
         assertEquals(8, split.train().size());
         assertEquals(2, split.eval().size());
         GrpoPrompt first = split.train().get(0);
@@ -156,7 +156,7 @@ class RlRowsTest {
         Files.writeString(file, "{\"prompt\": \"Tom\", \"chosen\": \" ran and ran and ran far far far away from home to the big hill\", "
                 + "\"rejected\": \" sat\"}\n{\"prompt\": \"Sue\"}\n{\"prompt\": \"Sue\", \"chosen\": \" hi\", "
                 + "\"rejected\": \" no\"}\n");
-        DataOptions options = DataOptions.defaults().withSequenceLen(12).withSkipInvalidRows(true);
+        DataOptions options = DataDefaults.options().withSequenceLen(12).withSkipInvalidRows(true);
         RlRows.Split<PreferencePair> dropped = RlRows.preferences(List.of(spec(file, "passthrough")), options, tokenizer);
         assertEquals(1, dropped.train().size());
         assertEquals(1, dropped.tooLong());
@@ -175,7 +175,7 @@ class RlRowsTest {
         Path file = dir.resolve("bad.jsonl");
         Files.writeString(file, "{\"prompt\": \"x\", \"chosen\": \"y\"}\n");
         UserError e = assertThrows(UserError.class, () -> RlRows.preferences(List.of(spec(file, "chatml.prompt_pairs")),
-                DataOptions.defaults(), tokenizer));
+                DataDefaults.options(), tokenizer));
         assertTrue(e.oneLine().contains("bad.jsonl:1") && e.oneLine().contains("'rejected'"), e.oneLine());
     }
 }

@@ -21,7 +21,7 @@ class TokenDebugTest {
                 + "{\"role\": \"assistant\", \"content\": \"Once upon a time\"}]}\n");
         try (Tokenizer tokenizer = Tokenizer.load(DataPipelineTest.STORIES)) {
             Example example = DataPipeline.prepare(List.of(DataPipelineTest.chat(data, "chatml", null, null)),
-                    DataOptions.defaults().withSamplePacking(false), tokenizer).train().get(0);
+                    DataDefaults.options().withSamplePacking(false), tokenizer).train().get(0);
             String shown = TokenDebug.render(example, tokenizer, false);
             int trained = 0;
             for (int label : example.labels()) {

@@ -8,7 +8,7 @@ import com.google.gson.JsonArray;
 import com.google.gson.JsonObject;
 import com.google.gson.JsonParser;
 import dev.finetune.recipes.DatasetSpec;
-import dev.finetune.trainers.data.DataOptions;
+import dev.finetune.trainers.data.DataDefaults;
 import dev.finetune.trainers.data.DataPipeline;
 import dev.finetune.trainers.data.Example;
 import dev.finetune.trainers.model.Stories260KReference;
@@ -60,7 +60,7 @@ class ChatTemplateTrlParityTest {
         try (Tokenizer tokenizer = Tokenizer.load(qwenLike)) {
             DatasetSpec spec = new DatasetSpec(data, "chat_template", null, null, null, null, null, "qwen_25",
                     "recipe.yaml:4:5", null, "train", null, null);
-            ours = DataPipeline.prepare(List.of(spec), DataOptions.defaults().withSamplePacking(false), tokenizer)
+            ours = DataPipeline.prepare(List.of(spec), DataDefaults.options().withSamplePacking(false), tokenizer)
                     .train().get(0);
             for (int id : trlIds) {
                 pieces.add(tokenizer.decode(new int[] {id}, false));

@@ -15,7 +15,7 @@ import dev.finetune.adapters.peft.AdapterWeights;
 import dev.finetune.recipes.AdapterSpec;
 import dev.finetune.recipes.DatasetSpec;
 import dev.finetune.recipes.DpoLossType;
-import dev.finetune.trainers.data.DataOptions;
+import dev.finetune.trainers.data.DataDefaults;
 import dev.finetune.trainers.data.PreferencePair;
 import dev.finetune.trainers.data.RlRows;
 import dev.finetune.trainers.model.LlamaModel;
@@ -111,7 +111,7 @@ class DpoTrlParityTest {
         try (Tokenizer tokenizer = Tokenizer.load(modelDir); NDManager manager = NDManager.newBaseManager()) {
             DatasetSpec spec = new DatasetSpec(pairsFile, "passthrough", null, null, null, null, null, null,
                     "recipe.yaml:1:1", null, "train", null, null);
-            List<PreferencePair> pairs = RlRows.preferences(List.of(spec), DataOptions.defaults(), tokenizer).train();
+            List<PreferencePair> pairs = RlRows.preferences(List.of(spec), DataDefaults.options(), tokenizer).train();
             int padId = tokenizer.special().eosId();
             LoraFactory factory = new LoraFactory(new AdapterSpec.Lora(4, 8, 0, List.of(), true, false, null),
                     manager, 1);

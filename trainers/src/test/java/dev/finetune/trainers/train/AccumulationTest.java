@@ -6,7 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import ai.djl.ndarray.NDManager;
 import dev.finetune.adapters.NamedArray;
-import dev.finetune.trainers.train.optim.LrSchedule;
+import dev.finetune.recipes.LrScheduler;
 import dev.finetune.trainers.train.sft.SftBatch;
 import dev.finetune.trainers.train.sft.SftObjective;
 import java.nio.file.Path;
@@ -23,11 +23,11 @@ class AccumulationTest {
     private static Outcome oneStep(List<SftBatch> data, int accumulation, Path dir) {
         try (NDManager manager = NDManager.newBaseManager()) {
             ToyModel model = new ToyModel(manager, 11, 8, 2, 0.0, true, 5);
-            TrainingOptions options = TrainingOptions.builder(dir).gradientAccumulationSteps(accumulation)
-                    .maxSteps(1).learningRate(0.05).lrScheduler(LrSchedule.CONSTANT).maxGradNorm(0)
-                    .weightDecay(0.1).build();
+            TestRuns options = TestRuns.in(dir).accumulation(accumulation)
+                    .maxSteps(1).learningRate(0.05).scheduler(LrScheduler.CONSTANT).maxGradNorm(0)
+                    .weightDecay(0.1);
             List<Map<String, Object>> lines = new ArrayList<>();
-            new Trainer<>(model, new SftObjective(), data, List.of(), options, manager, new Trainer.Listener() {
+            new Trainer<>(model, new SftObjective(), data, List.of(), options.build(data.size()), manager, new Trainer.Listener() {
                 @Override
                 public void afterStep(long step, Map<String, Object> metrics) {
                     lines.add(metrics);

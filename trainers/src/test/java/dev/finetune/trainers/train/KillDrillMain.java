@@ -3,11 +3,12 @@ package dev.finetune.trainers.train;
 import ai.djl.engine.Engine;
 import ai.djl.ndarray.NDManager;
 import ai.djl.pytorch.jni.JniUtils;
+import dev.finetune.recipes.LrScheduler;
+import dev.finetune.recipes.Resume;
 import dev.finetune.recipes.UserError;
 import dev.finetune.trainers.model.LlamaModel;
 import dev.finetune.trainers.model.LoadOptions;
 import dev.finetune.trainers.model.Stories260KReference;
-import dev.finetune.trainers.train.optim.LrSchedule;
 import dev.finetune.trainers.train.sft.SftBatch;
 import dev.finetune.trainers.train.sft.SftObjective;
 import java.nio.file.Path;
@@ -55,13 +56,13 @@ public final class KillDrillMain {
         Engine.getInstance();
         JniUtils.setNumThreads(1);
         JniUtils.setNumInteropThreads(1);
-        TrainingOptions options = TrainingOptions.builder(outputDir)
-                .gradientAccumulationSteps(ACCUMULATION).maxSteps(MAX_STEPS).learningRate(3e-2)
-                .lrScheduler(LrSchedule.COSINE).warmupSteps(2).weightDecay(0.01).maxGradNorm(1.0)
-                .gradientCheckpointing(true).evalSteps(4).saveSteps(SAVE_STEPS).saveTotalLimit(2)
-                .resumeFromCheckpoint(new TrainingOptions.Resume.Newest()).seed(7)
-                .resumeInvariants(Map.of("base_model", "toy", "sequence_len", Integer.toString(sequenceLen)))
-                .build();
+        TestRuns options = TestRuns.in(outputDir)
+                .accumulation(ACCUMULATION).maxSteps(MAX_STEPS).learningRate(3e-2)
+                .scheduler(LrScheduler.COSINE).warmupSteps(2).weightDecay(0.01).maxGradNorm(1.0)
+                .checkpointing(true).evalEvery(4).saveEvery(SAVE_STEPS).saveTotalLimit(2)
+                .resume(new Resume.Newest()).seed(7)
+                .invariants(Map.of("base_model", "toy", "sequence_len", Integer.toString(sequenceLen)))
+                ;
         Trainer.Listener reporter = new Trainer.Listener() {
             @Override
             public void afterStep(long step, Map<String, Object> metrics) {
@@ -84,9 +85,9 @@ public final class KillDrillMain {
             if (objective.equals("sft")) {
                 List<SftBatch> all = data(sequenceLen, llama);
                 summary = new Trainer<>(model(manager, llama), new SftObjective(), all.subList(0, 4),
-                        all.subList(4, 5), options, manager, reporter).run();
+                        all.subList(4, 5), options.build(4), manager, reporter).run();
             } else {
-                summary = RlDrill.run(objective, options.toBuilder().learningRate(1e-2).build(), manager, reporter);
+                summary = RlDrill.run(objective, options.learningRate(1e-2), manager, reporter);
             }
             System.out.println("DONE " + summary.steps());
         } catch (UserError e) {

@@ -5,7 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import ai.djl.ndarray.NDManager;
 import com.google.gson.JsonObject;
-import dev.finetune.trainers.train.optim.LrSchedule;
+import dev.finetune.recipes.LrScheduler;
 import dev.finetune.trainers.train.output.MetricsLog;
 import dev.finetune.trainers.train.output.TrainResults;
 import dev.finetune.trainers.train.sft.SftBatch;
@@ -26,9 +26,9 @@ class LoggingStepsTest {
         List<Map<String, Object>> steps = new ArrayList<>();
         try (NDManager manager = NDManager.newBaseManager()) {
             ToyModel model = new ToyModel(manager, 11, 8, 2, 0.0, true, 5);
-            TrainingOptions options = TrainingOptions.builder(dir).maxSteps(7).learningRate(0.05)
-                    .lrScheduler(LrSchedule.CONSTANT).loggingSteps(3).build();
-            new Trainer<>(model, new SftObjective(), data, List.of(), options, manager, new Trainer.Listener() {
+            TestRuns options = TestRuns.in(dir).maxSteps(7).learningRate(0.05)
+                    .scheduler(LrScheduler.CONSTANT).logEvery(3);
+            new Trainer<>(model, new SftObjective(), data, List.of(), options.build(data.size()), manager, new Trainer.Listener() {
                 @Override
                 public void afterStep(long step, Map<String, Object> metrics) {
                     steps.add(metrics);

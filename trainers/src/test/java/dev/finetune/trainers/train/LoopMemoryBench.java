@@ -2,7 +2,7 @@ package dev.finetune.trainers.train;
 
 import ai.djl.engine.Engine;
 import ai.djl.ndarray.NDManager;
-import dev.finetune.trainers.train.optim.LrSchedule;
+import dev.finetune.recipes.LrScheduler;
 import dev.finetune.trainers.train.sft.SftBatch;
 import dev.finetune.trainers.train.sft.SftObjective;
 import java.io.IOException;
@@ -28,11 +28,11 @@ public final class LoopMemoryBench {
         try (NDManager manager = NDManager.newBaseManager()) {
             ToyModel model = new ToyModel(manager, 256, 64, 4, 0.1, true, 1);
             List<SftBatch> data = ToyData.batches(9, 4, 64, 256, 2);
-            TrainingOptions options = TrainingOptions.builder(dir).gradientAccumulationSteps(2).maxSteps(steps)
-                    .learningRate(1e-3).lrScheduler(LrSchedule.COSINE).warmupSteps(10)
-                    .gradientCheckpointing(recompute).evalSteps(100).saveSteps(100).saveTotalLimit(1).build();
+            TestRuns options = TestRuns.in(dir).accumulation(2).maxSteps(steps)
+                    .learningRate(1e-3).scheduler(LrScheduler.COSINE).warmupSteps(10)
+                    .checkpointing(recompute).evalEvery(100).saveEvery(100).saveTotalLimit(1);
             long started = System.nanoTime();
-            new Trainer<>(model, new SftObjective(), data.subList(0, 8), data.subList(8, 9), options, manager,
+            new Trainer<>(model, new SftObjective(), data.subList(0, 8), data.subList(8, 9), options.build(8), manager,
                     new Trainer.Listener() {
                         @Override
                         public void afterStep(long step, Map<String, Object> metrics) {

@@ -4,7 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 
 import ai.djl.ndarray.BaseNDManager;
 import ai.djl.ndarray.NDManager;
-import dev.finetune.trainers.train.optim.LrSchedule;
+import dev.finetune.recipes.LrScheduler;
 import dev.finetune.trainers.train.sft.SftBatch;
 import dev.finetune.trainers.train.sft.SftObjective;
 import java.nio.file.Path;
@@ -27,10 +27,10 @@ class ResidentMemoryTest {
         try (NDManager manager = NDManager.newBaseManager()) {
             ToyModel model = new ToyModel(manager, 11, 8, 2, 0.1, true, 3);
             List<SftBatch> data = ToyData.batches(6, 2, 8, 11, 4);
-            TrainingOptions options = TrainingOptions.builder(dir).gradientAccumulationSteps(2).maxSteps(60)
-                    .learningRate(1e-2).lrScheduler(LrSchedule.LINEAR).gradientCheckpointing(true).evalSteps(10)
-                    .saveSteps(20).saveTotalLimit(1).build();
-            new Trainer<>(model, new SftObjective(), data.subList(0, 5), data.subList(5, 6), options, manager,
+            TestRuns options = TestRuns.in(dir).accumulation(2).maxSteps(60)
+                    .learningRate(1e-2).scheduler(LrScheduler.LINEAR).checkpointing(true).evalEvery(10)
+                    .saveEvery(20).saveTotalLimit(1);
+            new Trainer<>(model, new SftObjective(), data.subList(0, 5), data.subList(5, 6), options.build(5), manager,
                     new Trainer.Listener() {
                         @Override
                         public void afterStep(long step, Map<String, Object> metrics) {

@@ -31,7 +31,7 @@ final class RlDrill {
 
     private RlDrill() {}
 
-    static Trainer.Summary run(String objective, TrainingOptions options, NDManager manager, Trainer.Listener listener) {
+    static Trainer.Summary run(String objective, TestRuns options, NDManager manager, Trainer.Listener listener) {
         AdapterSpec.Lora spec = new AdapterSpec.Lora(4, 8, 0.1, List.of(), true, false, null);
         LoraFactory factory = new LoraFactory(spec, manager, 3);
         LlamaTrainable model = new LlamaTrainable(LlamaModel.load(Stories260KReference.modelDir(), manager,
@@ -49,7 +49,7 @@ final class RlDrill {
                     batches.add(DpoBatch.of(pairs, 0));
                 }
                 DpoObjective dpo = new DpoObjective(new DpoLoss(DpoLossType.SIGMOID, 0.1, 0), model, factory.adapters());
-                return new Trainer<>(model, dpo, batches.subList(0, 4), batches.subList(4, 5), options, manager,
+                return new Trainer<>(model, dpo, batches.subList(0, 4), batches.subList(4, 5), options.build(4), manager,
                         listener).run();
             }
             List<GrpoBatch> batches = new ArrayList<>();
@@ -63,7 +63,7 @@ final class RlDrill {
                         new GrpoLoss(0.2, 0.05), Set.of((long) tokenizer.special().eosId()), 0), model,
                         factory.adapters(), rewards, decoded -> tokenizer.decode(
                                 Arrays.stream(decoded).mapToInt(Math::toIntExact).toArray(), true));
-                return new Trainer<>(model, grpo, batches.subList(0, 4), batches.subList(4, 5), options, manager,
+                return new Trainer<>(model, grpo, batches.subList(0, 4), batches.subList(4, 5), options.build(4), manager,
                         listener).run();
             }
         }

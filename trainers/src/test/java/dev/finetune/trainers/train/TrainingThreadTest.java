@@ -5,7 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 
 import ai.djl.ndarray.NDManager;
 import ai.djl.pytorch.jni.JniUtils;
-import dev.finetune.trainers.train.optim.LrSchedule;
+import dev.finetune.recipes.LrScheduler;
 import dev.finetune.trainers.train.sft.SftBatch;
 import dev.finetune.trainers.train.sft.SftObjective;
 import java.nio.file.Path;
@@ -28,9 +28,9 @@ class TrainingThreadTest {
         try (NDManager manager = NDManager.newBaseManager()) {
             ToyModel model = new ToyModel(manager, 11, 8, 2, 0.1, true, 9);
             List<SftBatch> data = ToyData.batches(4, 2, 8, 11, 6);
-            TrainingOptions options = TrainingOptions.builder(dir).gradientAccumulationSteps(2).maxSteps(4)
-                    .learningRate(1e-2).lrScheduler(LrSchedule.LINEAR).evalSteps(2).build();
-            new Trainer<>(model, new SftObjective(), data.subList(0, 3), data.subList(3, 4), options, manager,
+            TestRuns options = TestRuns.in(dir).accumulation(2).maxSteps(4)
+                    .learningRate(1e-2).scheduler(LrScheduler.LINEAR).evalEvery(2);
+            new Trainer<>(model, new SftObjective(), data.subList(0, 3), data.subList(3, 4), options.build(3), manager,
                     new Trainer.Listener() {
                         @Override
                         public void afterStep(long step, Map<String, Object> metrics) {

@@ -7,6 +7,7 @@ import dev.finetune.trainers.backend.DatasetIdentity;
 import dev.finetune.trainers.backend.RunFiles;
 import dev.finetune.trainers.backend.SingleDeviceBackend;
 import dev.finetune.trainers.backend.TrainingData;
+import dev.finetune.trainers.data.DataOptions;
 import dev.finetune.trainers.text.Tokenizer;
 import java.io.IOException;
 import java.io.InputStream;
@@ -163,7 +164,7 @@ public final class Preprocess {
         update(digest, DatasetIdentity.of(recipe.data().testDatasets()));
         update(digest, String.valueOf(recipe.data().datasets()));
         update(digest, String.valueOf(recipe.data().testDatasets()));
-        update(digest, String.valueOf(SingleDeviceBackend.dataOptions(recipe)));
+        update(digest, String.valueOf(DataOptions.of(recipe)));
         update(digest, Integer.toString(micro));
         update(digest, String.valueOf(recipe.batch().evalBatchSize()));
         for (String name : RunFiles.TOKENIZER_FILES) {

@@ -11,16 +11,15 @@ import dev.finetune.adapters.peft.AdapterWeights;
 import dev.finetune.recipes.AdapterSpec;
 import dev.finetune.recipes.DpoLossType;
 import dev.finetune.recipes.Recipe;
+import dev.finetune.recipes.Resume;
+import dev.finetune.recipes.SchedulePlan;
 import dev.finetune.recipes.UserError;
 import dev.finetune.trainers.backend.DatasetIdentity;
 import dev.finetune.trainers.model.LlamaModel;
 import dev.finetune.trainers.model.LoadOptions;
 import dev.finetune.trainers.train.DataOrder;
-import dev.finetune.trainers.train.RecipeOptions;
 import dev.finetune.trainers.train.Trainer;
-import dev.finetune.trainers.train.TrainingOptions;
 import dev.finetune.trainers.train.checkpoint.ResumeKeys;
-import dev.finetune.trainers.train.optim.LrSchedule;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -39,7 +38,7 @@ import java.util.TreeMap;
  * @param microBatchesPerStep micro batches per optimizer step over all ranks: ranks × gradient_accumulation_steps
  */
 public record WorkerPlan(Path folder, Path planFile, long totalSteps, long warmupSteps, int microBatchesPerStep,
-        int microBatchesPerEpoch, TrainingOptions options) {
+        int microBatchesPerEpoch, Trainer.Run run) {
 
     public static final String FOLDER = "worker";
     /** The DPO loss types the worker's objectives.Dpo implements, as the JVM trainer's DpoLoss writes them. */
@@ -47,8 +46,8 @@ public record WorkerPlan(Path folder, Path planFile, long totalSteps, long warmu
             DpoLossType.HINGE, DpoLossType.IPO, DpoLossType.SIGMOID_NORM);
 
     /** The schedule of a run, without writing anything (also what {@code --dry-run} reports). */
-    public static TrainingOptions options(Recipe recipe, int microBatchesPerStep, int microBatchesPerEpoch) {
-        return RecipeOptions.from(recipe, microBatchesPerStep, microBatchesPerEpoch,
+    public static Trainer.Run run(Recipe recipe, int microBatchesPerStep, int microBatchesPerEpoch) {
+        return Trainer.Run.of(recipe, SchedulePlan.of(recipe, microBatchesPerStep, microBatchesPerEpoch, false),
                 DatasetIdentity.of(recipe.data().datasets()));
     }
 
@@ -57,20 +56,20 @@ public record WorkerPlan(Path folder, Path planFile, long totalSteps, long warmu
             Path modelDir) {
         int perStep = accumulation * launch.worldSize();
         int perEpoch = data.trainBatches();
-        TrainingOptions options = options(recipe, perStep, perEpoch);
-        long total = Trainer.totalSteps(options, perEpoch);
-        long warmup = LrSchedule.warmupUpdates(options.warmupSteps(), options.warmupRatio(), total);
-        Path outputDir = options.outputDir();
+        Trainer.Run run = run(recipe, perStep, perEpoch);
+        long total = run.schedule().totalSteps();
+        long warmup = run.schedule().warmupSteps();
+        Path outputDir = run.outputDir();
         Path folder = outputDir.resolve(FOLDER);
         Path schedule = folder.resolve("schedule.safetensors");
         // On a multi-node run the first node writes the shared files; the others' workers cannot start before it
         // joined the rendezvous, which it does only after writing them.
         boolean writer = launch.nodeRank() == 0;
         if (writer) {
-            writeSchedule(schedule, options, total, warmup, perStep, perEpoch);
+            writeSchedule(schedule, run, total, warmup, perStep, perEpoch);
         }
 
-        Map<String, String> invariants = new TreeMap<>(options.resumeInvariants());
+        Map<String, String> invariants = new TreeMap<>(run.resumeInvariants());
         invariants.put("micro_batches_per_epoch", Integer.toString(perEpoch));
         invariants.put("micro_batches_per_step", Integer.toString(perStep));
 
@@ -96,7 +95,7 @@ public record WorkerPlan(Path folder, Path planFile, long totalSteps, long warmu
             plan.add("adapter", adapter);
         }
         Recipe.Fsdp fsdp = recipe.distributed().fsdp();
-        plan.addProperty("gradient_checkpointing", options.gradientCheckpointing()
+        plan.addProperty("gradient_checkpointing", run.training().gradientCheckpointing()
                 || (fsdp != null && fsdp.activationCheckpointing()));
         plan.addProperty("reshard_after_forward", fsdp == null || fsdp.reshardAfterForward());
         plan.addProperty("offload_params", fsdp != null && fsdp.offloadParams());
@@ -104,22 +103,22 @@ public record WorkerPlan(Path folder, Path planFile, long totalSteps, long warmu
         plan.addProperty("total_steps", total);
         plan.addProperty("micro_batches_per_step", perStep);
         plan.addProperty("micro_batches_per_epoch", perEpoch);
-        plan.addProperty("eval_steps", options.evalSteps());
-        plan.addProperty("save_steps", options.saveSteps());
-        plan.addProperty("save_total_limit", options.saveTotalLimit());
+        plan.addProperty("eval_steps", run.schedule().evalEvery());
+        plan.addProperty("save_steps", run.schedule().saveEvery());
+        plan.addProperty("save_total_limit", run.saveTotalLimit());
         JsonObject optimizer = new JsonObject();
-        optimizer.addProperty("beta1", options.adamBeta1());
-        optimizer.addProperty("beta2", options.adamBeta2());
-        optimizer.addProperty("epsilon", options.adamEpsilon());
-        optimizer.addProperty("weight_decay", options.weightDecay());
-        optimizer.addProperty("max_grad_norm", options.maxGradNorm());
+        optimizer.addProperty("beta1", run.training().adamBeta1());
+        optimizer.addProperty("beta2", run.training().adamBeta2());
+        optimizer.addProperty("epsilon", run.training().adamEpsilon());
+        optimizer.addProperty("weight_decay", run.training().weightDecay());
+        optimizer.addProperty("max_grad_norm", run.training().maxGradNorm());
         plan.add("optimizer", optimizer);
-        plan.addProperty("seed", options.seed());
+        plan.addProperty("seed", run.training().seed());
         plan.addProperty("resume_key", ResumeKeys.hash(invariants));
-        TrainingOptions.Resume resume = options.resumeFromCheckpoint();
-        if (resume instanceof TrainingOptions.Resume.Newest) {
+        Resume resume = run.resume();
+        if (resume instanceof Resume.Newest) {
             plan.addProperty("resume", "newest");
-        } else if (resume instanceof TrainingOptions.Resume.From from) {
+        } else if (resume instanceof Resume.From from) {
             Path given = from.folder();
             plan.addProperty("resume", (given.isAbsolute() || Files.isDirectory(given) ? given
                     : outputDir.resolve(given)).toAbsolutePath().toString());
@@ -130,7 +129,7 @@ public record WorkerPlan(Path folder, Path planFile, long totalSteps, long warmu
         if (writer) {
             writeAtomically(planFile, new GsonBuilder().setPrettyPrinting().create().toJson(plan) + "\n");
         }
-        return new WorkerPlan(folder, planFile, total, warmup, perStep, perEpoch, options);
+        return new WorkerPlan(folder, planFile, total, warmup, perStep, perEpoch, run);
     }
 
     static JsonObject objective(Recipe recipe) {
@@ -163,12 +162,12 @@ public record WorkerPlan(Path folder, Path planFile, long totalSteps, long warmu
 
     /**
      * {@code order}: the micro batch at each of the run's data positions, from the JVM trainer's own
-     * {@link DataOrder}; {@code lr}: each step's learning rate from its {@link LrSchedule}.
+     * {@link DataOrder}; {@code lr}: each step's learning rate from its {@link dev.finetune.recipes.LrScheduler}.
      */
-    private static void writeSchedule(Path file, TrainingOptions options, long total, long warmup, int perStep,
+    private static void writeSchedule(Path file, Trainer.Run run, long total, long warmup, int perStep,
             int perEpoch) {
         long positions = Math.multiplyExact(total, perStep);
-        DataOrder order = new DataOrder(perEpoch, options.seed());
+        DataOrder order = new DataOrder(perEpoch, run.training().seed());
         TensorsFile.write(file, List.of(
                 new TensorsFile.Tensor("order", "I32", new long[] {positions}, sink -> {
                     for (long p = 0; p < positions; p++) {
@@ -177,8 +176,8 @@ public record WorkerPlan(Path folder, Path planFile, long totalSteps, long warmu
                 }),
                 new TensorsFile.Tensor("lr", "F64", new long[] {total}, sink -> {
                     for (long step = 0; step < total; step++) {
-                        sink.float64(options.lrScheduler().learningRate(options.learningRate(),
-                                options.cosineMinLrRatio(), step, total, warmup));
+                        sink.float64(run.training().lrScheduler().learningRate(run.training().learningRate(),
+                                run.training().cosineMinLrRatio(), step, total, warmup));
                     }
                 })), Map.of("format", "finetune-schedule-1"));
     }

@@ -1,6 +1,5 @@
 package dev.finetune.trainers.train.grpo;
 
-import dev.finetune.trainers.data.GrpoPrompt;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
@@ -9,18 +8,19 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import ai.djl.ndarray.NDManager;
 import com.google.gson.JsonObject;
 import dev.finetune.adapters.NamedArray;
+import dev.finetune.recipes.LrScheduler;
 import dev.finetune.recipes.RewardSpec;
 import dev.finetune.recipes.UserError;
+import dev.finetune.trainers.data.GrpoPrompt;
 import dev.finetune.trainers.model.LlamaModel;
 import dev.finetune.trainers.model.LoadOptions;
 import dev.finetune.trainers.model.Stories260KReference;
 import dev.finetune.trainers.rewards.Rewards;
 import dev.finetune.trainers.text.Tokenizer;
 import dev.finetune.trainers.train.LlamaTrainable;
+import dev.finetune.trainers.train.TestRuns;
 import dev.finetune.trainers.train.Trainer;
-import dev.finetune.trainers.train.TrainingOptions;
 import dev.finetune.trainers.train.checkpoint.CheckpointStore;
-import dev.finetune.trainers.train.optim.LrSchedule;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
@@ -66,8 +66,8 @@ class GrpoObjectiveTest {
             for (NamedArray p : model.trainable()) {
                 before.add(p.array().toFloatArray());
             }
-            TrainingOptions options = TrainingOptions.builder(out).maxSteps(2).learningRate(LEARNING_RATE)
-                    .lrScheduler(LrSchedule.CONSTANT).weightDecay(WEIGHT_DECAY).build();
+            TestRuns options = TestRuns.in(out).maxSteps(2).learningRate(LEARNING_RATE)
+                    .scheduler(LrScheduler.CONSTANT).weightDecay(WEIGHT_DECAY);
             List<Map<String, Object>> lines = new ArrayList<>();
             Trainer.Listener listener = new Trainer.Listener() {
                 @Override
@@ -76,7 +76,7 @@ class GrpoObjectiveTest {
                 }
             };
             new Trainer<>(model, new GrpoObjective(settings(tokenizer, 0), model, null, rewards, decoder(tokenizer)),
-                    batches(tokenizer, 3), List.of(), options, manager, listener).run();
+                    batches(tokenizer, 3), List.of(), options.build(2), manager, listener).run();
 
             assertEquals(2, lines.size());
             for (Map<String, Object> line : lines) {
@@ -112,10 +112,10 @@ class GrpoObjectiveTest {
         try (NDManager manager = NDManager.newBaseManager(); Tokenizer tokenizer = Tokenizer.load(dir);
                 Rewards rewards = Rewards.start(List.of(dies), List.of(), true)) {
             LlamaTrainable model = new LlamaTrainable(LlamaModel.load(dir, manager, LoadOptions.fullFineTune()));
-            TrainingOptions options = TrainingOptions.builder(out).maxSteps(4).learningRate(LEARNING_RATE)
-                    .saveSteps(1).build();
+            TestRuns options = TestRuns.in(out).maxSteps(4).learningRate(LEARNING_RATE)
+                    .saveEvery(1);
             Trainer<GrpoBatch> trainer = new Trainer<>(model, new GrpoObjective(settings(tokenizer, 0), model, null,
-                    rewards, decoder(tokenizer)), batches(tokenizer, 2), List.of(), options, manager,
+                    rewards, decoder(tokenizer)), batches(tokenizer, 2), List.of(), options.build(2), manager,
                     new Trainer.Listener() {});
             UserError e = assertThrows(UserError.class, trainer::run);
             assertTrue(e.oneLine().contains("exited with code 7") && e.oneLine().contains("out of budget"),

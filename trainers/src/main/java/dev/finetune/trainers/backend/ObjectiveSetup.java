@@ -5,6 +5,7 @@ import dev.finetune.adapters.lora.AdapterSwitch;
 import dev.finetune.recipes.Recipe;
 import dev.finetune.recipes.ScaleRewards;
 import dev.finetune.trainers.data.DataOptions;
+import dev.finetune.trainers.data.GrpoPrompt;
 import dev.finetune.trainers.data.RlRows;
 import dev.finetune.trainers.rewards.Rewards;
 import dev.finetune.trainers.text.Tokenizer;
@@ -15,11 +16,11 @@ import dev.finetune.trainers.train.TrainableModel;
 import dev.finetune.trainers.train.dpo.DpoBatch;
 import dev.finetune.trainers.train.dpo.DpoLoss;
 import dev.finetune.trainers.train.dpo.DpoObjective;
-import dev.finetune.trainers.data.PreferencePair;
 import dev.finetune.trainers.train.grpo.GrpoBatch;
 import dev.finetune.trainers.train.grpo.GrpoLoss;
 import dev.finetune.trainers.train.grpo.GrpoObjective;
-import dev.finetune.trainers.data.GrpoPrompt;
+import dev.finetune.trainers.train.sft.SftBatch;
+import dev.finetune.trainers.train.sft.SftObjective;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -28,33 +29,42 @@ import java.util.Set;
 import java.util.function.Function;
 
 /**
- * The one place where an {@code rl:} recipe becomes what the loop runs: the objective and its training and
- * evaluation micro batches. The loop itself never learns which objective it runs.
+ * The one place where the recipe's objective becomes what the loop runs: the objective and its training and
+ * evaluation micro batches ({@link TrainingData}, shared with the fsdp backend). The loop itself never learns which
+ * objective it runs.
  *
  * @param report what to print about the data and the objective before training
+ * @param sample SFT: the before/after generation sample, else {@code null}
  * @param rewards the reward functions to close when the run ends (reward commands are processes), or null
  */
-public record RlSetup<B extends Batch>(Objective<B> objective, List<B> train, List<B> eval, String report,
-        Rewards rewards) implements AutoCloseable {
+record ObjectiveSetup<B extends Batch>(Objective<B> objective, List<B> train, List<B> eval, String report,
+        Sample sample, Rewards rewards) implements AutoCloseable {
+
+    /** Tokens of the before/after sample. */
+    static final int SAMPLE_TOKENS = 64;
 
     /**
-     * @param trainable the model the loop trains (with its train/eval switch)
-     * @param llama the same model for generation and reference passes
-     * @param adapters its adapter switch, or {@code null} for full fine-tuning
+     * @param built the model the loop trains; DPO's reference and GRPO's generation use it too
+     * @param samplePrompt the text of the before/after sample, or {@code null} to take it from the data
      * @param allowCommands the user passed {@code --allow-commands}
      * @param manager long-lived; only used while this builds (full fine-tuning DPO's reference pass)
      */
-    public static RlSetup<?> of(Recipe recipe, int microBatchSize, DataOptions data, Tokenizer tokenizer,
-            TrainableModel<?> trainable, LlamaTrainable llama, AdapterSwitch adapters, boolean allowCommands,
-            NDManager manager) {
+    static ObjectiveSetup<?> of(Recipe recipe, int microBatchSize, Tokenizer tokenizer, BuiltModel built,
+            String samplePrompt, boolean allowCommands, NDManager manager) {
+        DataOptions data = DataOptions.of(recipe);
         int padId = padId(tokenizer);
-        if (recipe.objective() instanceof Recipe.Objective.Dpo dpo) {
-            return dpo(recipe, dpo, microBatchSize, tokenizer, trainable, adapters, manager);
-        }
-        if (recipe.objective() instanceof Recipe.Objective.Grpo grpo) {
-            return grpo(recipe, grpo, microBatchSize, data, tokenizer, llama, adapters, allowCommands, padId);
-        }
-        throw new IllegalArgumentException("not an rl: objective: " + recipe.objective());
+        AdapterSwitch adapters = built.weights().adapters().orElse(null);
+        return recipe.objective().<ObjectiveSetup<?>>match(
+                sft -> sft(recipe, microBatchSize, tokenizer, samplePrompt),
+                dpo -> dpo(recipe, dpo, microBatchSize, tokenizer, built.trainable(), adapters, manager),
+                grpo -> grpo(recipe, grpo, microBatchSize, data, tokenizer, new LlamaTrainable(built.model()),
+                        adapters, allowCommands, padId));
+    }
+
+    private static ObjectiveSetup<SftBatch> sft(Recipe recipe, int micro, Tokenizer tokenizer, String samplePrompt) {
+        TrainingData<SftBatch> data = TrainingData.sft(recipe, micro, tokenizer);
+        Sample sample = Sample.of(data.prepared(), tokenizer, samplePrompt, SAMPLE_TOKENS);
+        return new ObjectiveSetup<>(new SftObjective(), data.train(), data.eval(), data.report(), sample, null);
     }
 
     /** The pad id of rows: the tokenizer's pad token, else EOS, else 0. */
@@ -62,7 +72,7 @@ public record RlSetup<B extends Batch>(Objective<B> objective, List<B> train, Li
         return tokenizer.special().padId() >= 0 ? tokenizer.special().padId() : Math.max(0, tokenizer.special().eosId());
     }
 
-    private static RlSetup<DpoBatch> dpo(Recipe recipe, Recipe.Objective.Dpo dpo, int micro, Tokenizer tokenizer,
+    private static ObjectiveSetup<DpoBatch> dpo(Recipe recipe, Recipe.Objective.Dpo dpo, int micro, Tokenizer tokenizer,
             TrainableModel<?> trainable, AdapterSwitch adapters, NDManager manager) {
         TrainingData<DpoBatch> batches = TrainingData.dpo(recipe, micro, tokenizer);
         List<DpoLoss.Term> terms = new ArrayList<>();
@@ -88,10 +98,10 @@ public record RlSetup<B extends Batch>(Objective<B> objective, List<B> train, Li
             report += basePreference(precomputed ? eval
                     : DpoObjective.precompute(trainable, adapters, eval, manager));
         }
-        return new RlSetup<>(new DpoObjective(loss, trainable, adapters), train, eval, report, null);
+        return new ObjectiveSetup<>(new DpoObjective(loss, trainable, adapters), train, eval, report, null, null);
     }
 
-    private static RlSetup<GrpoBatch> grpo(Recipe recipe, Recipe.Objective.Grpo grpo, int micro, DataOptions data,
+    private static ObjectiveSetup<GrpoBatch> grpo(Recipe recipe, Recipe.Objective.Grpo grpo, int micro, DataOptions data,
             Tokenizer tokenizer, LlamaTrainable llama, AdapterSwitch adapters, boolean allowCommands, int padId) {
         RlRows.Split<GrpoPrompt> prompts = RlRows.prompts(recipe.data().datasets(), data, tokenizer);
         List<GrpoPrompt> evalPrompts = recipe.data().testDatasets().isEmpty() ? prompts.eval()
@@ -122,7 +132,7 @@ public record RlSetup<B extends Batch>(Objective<B> objective, List<B> train, Li
                         + "num_generations %d; a micro batch holds whole groups, %d completions%n", micro, generations,
                         promptsPerMicro * generations);
             }
-            return new RlSetup<>(objective, train, eval, report, rewards);
+            return new ObjectiveSetup<>(objective, train, eval, report, null, rewards);
         } catch (RuntimeException e) {
             rewards.close();
             throw e;

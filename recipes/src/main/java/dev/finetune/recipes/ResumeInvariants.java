@@ -1,0 +1,40 @@
+package dev.finetune.recipes;
+
+import java.util.Map;
+import java.util.TreeMap;
+
+/**
+ * What a checkpoint is only valid for: the weights' shapes and meaning, and the data stream's composition. Keyed
+ * by recipe key, so a refused resume names the key that changed ({@code lora_r: 8 → 4}).
+ */
+public final class ResumeInvariants {
+    private ResumeInvariants() {}
+
+    /** @param datasetIdentity a fingerprint of the training data (files and their contents) */
+    public static Map<String, String> of(Recipe recipe, String datasetIdentity) {
+        Map<String, String> keys = new TreeMap<>();
+        keys.put("base_model", recipe.model().baseModel());
+        if (recipe.adapter() instanceof AdapterSpec.Lora lora) {
+            keys.put("adapter", lora.quantized() ? "qlora" : "lora");
+            keys.put("lora_r", Integer.toString(lora.r()));
+            keys.put("lora_alpha", Double.toString(lora.alpha()));
+            keys.put("lora_target_modules", String.valueOf(lora.targetModules()));
+            keys.put("lora_target_linear", Boolean.toString(lora.targetAllLinear()));
+            keys.put("peft_use_rslora", Boolean.toString(lora.useRslora()));
+            if (lora.quantized()) {
+                keys.put("bnb_4bit", String.valueOf(lora.quantization()));
+            }
+        } else {
+            keys.put("adapter", "full");
+        }
+        keys.put("datasets", datasetIdentity);
+        // checkpoints of one objective are not a starting point for another (DPO's reference, GRPO's groups)
+        keys.put("rl", recipe.objective().key());
+        keys.put("sequence_len", Integer.toString(recipe.training().sequenceLen()));
+        keys.put("sample_packing", Boolean.toString(recipe.training().samplePacking()));
+        keys.put("micro_batch_size", String.valueOf(recipe.batch().microBatchSize()));
+        keys.put("train_on_inputs", Boolean.toString(recipe.data().trainOnInputs()));
+        keys.put("chat_template", String.valueOf(recipe.model().chatTemplate()));
+        return Map.copyOf(keys);
+    }
+}
