@@ -85,7 +85,8 @@ public record BatchPlan(
         int global = (int) exactGlobal;
         long tokens = (long) global * recipe.training().sequenceLen();
         SchedulePlan schedule = null;
-        if (rows != null) {
+        // ValidatedRecipe reports a val_set_size that holds out every row
+        if (rows != null && heldOut(recipe.data().valSetSize(), rows) < rows) {
             long trainRows = rows - heldOut(recipe.data().valSetSize(), rows);
             schedule = SchedulePlan.of(recipe, accumulation, microBatches(recipe, trainRows, micro, ranks),
                     recipe.training().samplePacking() && recipe.training().maxSteps() == null);

@@ -31,7 +31,13 @@ final class DataSection {
         if (datasets == null && !top.has("datasets") && !top.has("pretraining_dataset")) {
             problems.error(top.where(), "datasets is required", "add e.g. 'datasets: [{path: data/train.jsonl, type: alpaca}]'");
         }
-        double valSetSize = top.number("val_set_size", 0.0, 0, 0.999);
+        // Axolotl's meaning: a share of the rows below 1, else a number of rows
+        double valSetSize = top.number("val_set_size", 0.0, 0, Double.MAX_VALUE);
+        if (valSetSize >= 1 && valSetSize != Math.rint(valSetSize)) {
+            problems.error(top.at("val_set_size"), "val_set_size " + KeyReader.fmt(valSetSize) + " is neither a "
+                    + "fraction below 1 nor a whole number of rows", "use e.g. 0.05 (5 % of the rows) or 200 (rows)");
+            valSetSize = 0;
+        }
         if (valSetSize > 0 && tests != null && !tests.isEmpty()) {
             problems.error(top.at("val_set_size"), "val_set_size and test_datasets both define evaluation data",
                     "set val_set_size: 0 or remove test_datasets");
@@ -144,6 +150,14 @@ final class DataSection {
         Path candidate = resolve(dir, path);
         if (candidate != null && Files.exists(candidate)) {
             local = candidate;
+            if (!split.equals("train")) {
+                problems.error(r.at("split"), "split: " + split + " does not exist in a local file, whose rows all "
+                        + "form the train split", "remove split:, or point path: at the file holding those rows");
+            }
+            if (Files.isDirectory(candidate) && !holdsJson(candidate)) {
+                problems.error(r.at("path"), "dataset folder '" + path + "' holds no .jsonl or .json file",
+                        "point path at a JSON Lines file, or put the data files in that folder");
+            }
         } else if (looksLocal(path)) {
             problems.error(r.at("path"), "dataset file '" + path + "' does not exist (looked at " + candidate + ")",
                     "dataset paths are relative to the recipe file; fix the path or use a hub dataset id");
@@ -153,6 +167,16 @@ final class DataSection {
         return new DatasetSpec(local, type, field, fieldMessages, Map.copyOf(mappings),
                 rolesToTrain == null ? List.of("assistant") : rolesToTrain, trainOnEos, chatTemplate,
                 m.where().label(), remote, split, fieldChosen, fieldRejected);
+    }
+
+    /** The trainer reads the .jsonl and .json files directly inside a dataset folder. */
+    private static boolean holdsJson(Path folder) {
+        try (java.util.stream.Stream<Path> files = Files.list(folder)) {
+            return files.anyMatch(p -> Files.isRegularFile(p) && (p.getFileName().toString().endsWith(".jsonl")
+                    || p.getFileName().toString().endsWith(".json")));
+        } catch (java.io.IOException e) {
+            return false;
+        }
     }
 
     private static Path resolve(Path dir, String path) {

@@ -17,7 +17,7 @@ final class OutputSection {
         this.recipeDir = recipeDir;
     }
 
-    Recipe.Output output(KeyReader top, Recipe.Data data) {
+    Recipe.Output output(KeyReader top, Recipe.Data data, AdapterSpec adapter) {
         boolean outputWritten = top.present("output_dir");
         String outputDir = top.string("output_dir", null);
         if (outputWritten && (outputDir == null || outputDir.isBlank())) {
@@ -42,6 +42,11 @@ final class OutputSection {
             resume = new Resume.Newest();
         }
         String loraModelDir = top.string("lora_model_dir", null);
+        if (loraModelDir != null && adapter instanceof AdapterSpec.Full) {
+            problems.error(top.at("lora_model_dir"), "lora_model_dir loads a saved adapter, but the recipe has no "
+                    + "adapter: (a full fine-tune)", "add adapter: lora with the rank and targets the adapter was "
+                    + "trained with, or remove lora_model_dir");
+        }
         String saveStrategy = top.choice("save_strategy", null, List.of("no", "epoch", "steps", "best"));
         Double saveSteps = top.number("save_steps", null, Double.MIN_VALUE, Double.MAX_VALUE);
         Integer savesPerEpoch = top.integer("saves_per_epoch", null, 0);

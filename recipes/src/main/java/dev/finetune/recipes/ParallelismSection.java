@@ -160,7 +160,14 @@ final class ParallelismSection {
                 stateDict, wrap, cls), cp == null ? 1 : cp, tp == null ? 1 : tp);
     }
 
-    Recipe.Backend backend(KeyReader top, Recipe.Hardware hardware, Recipe.Distributed distributed) {
+    Recipe.Backend backend(KeyReader top, Recipe.Hardware hardware, Recipe.Distributed distributed,
+            Recipe.Training training) {
+        // hardware: cpu runs the JVM trainer, whose optimizer is 32-bit AdamW; its spellings all keep 8 bytes of
+        // moments per parameter, the 8/4-bit variants and SGD do not
+        if (hardware instanceof Recipe.Hardware.Cpu && training.optimizer().stateBytesPerParam() != 8) {
+            problems.error(top.at("optimizer"), "optimizer " + training.optimizer().axolotlName() + " does not run "
+                    + "on hardware: cpu: the CPU trainer runs 32-bit AdamW", "use optimizer: adamw_torch");
+        }
         String b = top.choice("backend", "auto", List.of("auto", "single", "fsdp"));
         Recipe.Backend backend = Recipe.Backend.valueOf(b.toUpperCase(Locale.ROOT));
         if (backend == Recipe.Backend.SINGLE && hardware.devices() > 1) {

@@ -32,8 +32,15 @@ final class RecipeReader {
         Recipe.Precision precision = parallelism.precision(top);
         Recipe.Hardware hardware = parallelism.hardware(top);
         Recipe.Distributed distributed = parallelism.distributed(top, training, adapter, objective);
-        Recipe.Backend backend = parallelism.backend(top, hardware, distributed);
-        Recipe.Output output = new OutputSection(problems, recipeDir).output(top, data);
+        Recipe.Backend backend = parallelism.backend(top, hardware, distributed, training);
+        Recipe.Output output = new OutputSection(problems, recipeDir).output(top, data, adapter);
+        if (objective instanceof Recipe.Objective.Grpo grpo && grpo.beta() != 0 && adapter instanceof AdapterSpec.Full) {
+            // the KL term needs the reference model; with LoRA it is the adapter switched off, a full fine-tune
+            // would need a second copy of the weights
+            problems.error(top.at(top.has("rl_beta") ? "rl_beta" : "trl"), "GRPO with beta " + KeyReader.fmt(grpo.beta())
+                    + " needs a reference model, and a full fine-tune has none without a second copy of the weights",
+                    "use adapter: lora (the reference is the adapter switched off), or trl.beta: 0");
+        }
         top.finish();
         if (precision.bf16() == Flag.TRUE && hardware instanceof Recipe.Hardware.Cpu) {
             problems.warn(top.at("bf16"), "bf16 has no effect on CPU: training computes in float32 there",

@@ -41,7 +41,8 @@ final class TrainingSection {
     }
 
     Recipe.Training training(KeyReader top, Recipe.Objective objective) {
-        int sequenceLen = top.integer("sequence_len", 512, 1);
+        // one token predicts nothing: the shortest trainable sequence is an input and its next token
+        int sequenceLen = top.integer("sequence_len", 512, 2);
         boolean packing = top.bool("sample_packing", false);
         if (packing && !(objective instanceof Recipe.Objective.Sft) && top.has("rl")) {
             problems.error(top.at("sample_packing"), "sample_packing does not work with rl (preference pairs and generations are not packed)",

@@ -30,6 +30,13 @@ public record ValidatedRecipe(Recipe recipe, BatchPlan plan, List<Finding> warni
         if (rows != null && recipe.objective() instanceof Recipe.Objective.Dpo) {
             checkPreferencePairs(recipe, problems);
         }
+        if (rows != null && rows > 0 && BatchPlan.heldOut(recipe.data().valSetSize(), rows) >= rows) {
+            YamlNode.Entry valSetSize = tree.entry("val_set_size");
+            problems.error(valSetSize != null ? valSetSize.value().where() : tree.where(), "val_set_size "
+                    + KeyReader.fmt(recipe.data().valSetSize()) + " holds out " + BatchPlan.heldOut(recipe.data()
+                    .valSetSize(), rows) + " of the " + rows + " rows, leaving nothing to train on",
+                    "lower val_set_size or add data");
+        }
         BatchPlan plan = BatchPlan.derive(recipe, rows, problems, tree.where());
         if (!problems.errors.isEmpty()) {
             throw new InvalidRecipe(problems.errors, problems.warnings);

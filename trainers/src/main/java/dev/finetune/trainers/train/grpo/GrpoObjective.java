@@ -6,7 +6,6 @@ import ai.djl.ndarray.NDManager;
 import dev.finetune.adapters.lora.AdapterSwitch;
 import dev.finetune.recipes.Recipe;
 import dev.finetune.recipes.ScaleRewards;
-import dev.finetune.recipes.UserError;
 import dev.finetune.trainers.generation.Completion;
 import dev.finetune.trainers.generation.GenerationSettings;
 import dev.finetune.trainers.generation.Generator;
@@ -66,9 +65,9 @@ public final class GrpoObjective implements Objective<GrpoBatch> {
     public GrpoObjective(Settings settings, LlamaTrainable model, AdapterSwitch adapters, Rewards rewards,
             Function<long[], String> decode) {
         if (settings.loss().beta() != 0 && adapters == null) {
-            throw new UserError("trl.beta", "GRPO with beta " + settings.loss().beta() + " needs a reference model, "
-                    + "and full fine-tuning has none without a second copy of the weights",
-                    "use adapter: lora (the reference is the adapter switched off), or trl.beta: 0");
+            // the recipe reader refuses this combination, so only a programming error gets here
+            throw new IllegalArgumentException("GRPO with beta " + settings.loss().beta() + " needs a reference model,"
+                    + " and full fine-tuning has none");
         }
         this.settings = settings;
         this.model = model;
