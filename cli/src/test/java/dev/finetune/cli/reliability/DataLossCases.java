@@ -119,7 +119,10 @@ final class DataLossCases {
                 }
                 Thread.sleep(20);
             }
-            return Case.Invocation.of(recipe.toString(), "resume_from_checkpoint=true").writing(out)
+            // the first run goes on writing its own log while the second is checked: those files are the
+            // harness's, not the user's
+            return Case.Invocation.of(recipe.toString(), "resume_from_checkpoint=true")
+                    .writing(out, dir.resolve("first.log.out"), dir.resolve("first.log.err"))
                     .finallyDo(() -> {
                         first[0].destroyForcibly();
                         try {
