@@ -10,6 +10,7 @@ import dev.finetune.recipes.ValidatedRecipe;
 import dev.finetune.recipes.plan.RunPlan;
 import dev.finetune.trainers.text.Tokenizer;
 import dev.finetune.trainers.train.Batch;
+import dev.finetune.trainers.train.ResumePoint;
 import dev.finetune.trainers.train.Trainer;
 import java.io.PrintWriter;
 import java.nio.file.Files;
@@ -111,7 +112,7 @@ public final class SingleDeviceBackend {
         Recipe recipe = validated.recipe();
         SchedulePlan schedule = SchedulePlan.of(recipe, validated.plan().accumulation(), setup.train().size(), false);
         Trainer.Run run = Trainer.Run.of(recipe, schedule, DatasetIdentity.of(recipe.data().datasets()));
-        Trainer.requireResumable(run, setup.train().size());
+        ResumePoint.requireResumable(run, setup.train().size());
         out.printf(Locale.ROOT, "training: %d micro batches per epoch%s, %d optimizer steps (warm-up %d), eval on %d "
                 + "micro batches%n", setup.train().size(), recipe.training().samplePacking() ? " (as packed)" : "",
                 schedule.totalSteps(), schedule.warmupSteps(), setup.eval().size());
@@ -164,7 +165,7 @@ public final class SingleDeviceBackend {
         Provenance provenance = Provenance.of(validated, validated.flatten(run.outputDir()),
                 localModel(recipe.model().baseModel()).toString(), null);
         return OutputFolder.claim(new OutputFolder.Claim(run.outputDir(), inputs(validated),
-                Trainer.resumeKeys(run, microBatchesPerEpoch), resuming(recipe),
+                ResumePoint.keys(run, microBatchesPerEpoch), resuming(recipe),
                 recipe.output().overwriteOutputDir(), provenance.toJson()));
     }
 

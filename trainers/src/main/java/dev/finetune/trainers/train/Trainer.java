@@ -1,13 +1,8 @@
 package dev.finetune.trainers.train;
 
-import ai.djl.engine.Engine;
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDManager;
-import ai.djl.ndarray.NDScope;
-import ai.djl.ndarray.types.DataType;
-import ai.djl.ndarray.types.Shape;
 import ai.djl.pytorch.jni.JniUtils;
-import ai.djl.training.GradientCollector;
 import dev.finetune.adapters.NamedArray;
 import dev.finetune.recipes.Recipe;
 import dev.finetune.recipes.Resume;
@@ -19,29 +14,26 @@ import dev.finetune.trainers.train.checkpoint.HfTrainerState;
 import dev.finetune.trainers.train.checkpoint.ResumeKeys;
 import dev.finetune.trainers.train.checkpoint.TrainerState;
 import dev.finetune.trainers.train.optim.AdamW;
-import dev.finetune.trainers.train.optim.GradientClipping;
 import dev.finetune.trainers.train.output.LogWindow;
 import dev.finetune.trainers.train.output.TrainResults;
 import dev.finetune.trainers.train.output.LossCurve;
 import dev.finetune.trainers.train.output.MetricsLog;
-import dev.finetune.trainers.train.output.NativeHeap;
-import dev.finetune.trainers.train.output.PeakMemory;
 import dev.finetune.trainers.train.output.Progress;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.TreeMap;
 import org.apache.logging.log4j.LogManager;
 import org.apache.logging.log4j.Logger;
 
 /**
- * The single-device training loop: gradient accumulation, clipping, schedule, evaluation, metrics, checkpoints
- * and exact resume, for any {@link Objective} on any {@link TrainableModel}.
+ * The single-device training loop: which step runs when, evaluation, metrics, checkpoints and exact resume, for
+ * any {@link Objective} on any {@link TrainableModel}. What one step computes is {@link Steps}; which checkpoint a
+ * run continues from, and whether it may, is {@link ResumePoint}.
  *
  * <p>One optimizer step consumes {@code gradient_accumulation_steps} micro batches from the data stream; each micro
- * batch runs in its own {@link NDScope}, so nothing but weights and optimizer moments outlives it. Everything random
+ * batch runs in its own {@code NDScope}, so nothing but weights and optimizer moments outlives it. Everything random
  * is reseeded from ({@code seed}, step, micro batch), and the data order from ({@code seed}, epoch): a resumed run
  * repeats the uninterrupted one bit for bit on the same hardware and thread count.
  *
@@ -109,7 +101,6 @@ public final class Trainer<B extends Batch> {
     }
 
     private final TrainableModel<?> model;
-    private final Objective<B> objective;
     private final List<B> train;
     private final List<B> eval;
     private final Recipe.Training training;
@@ -117,6 +108,7 @@ public final class Trainer<B extends Batch> {
     private final Run run;
     private final NDManager manager;
     private final Listener listener;
+    private final Steps<B> steps;
     private long numTokens;
 
     /**
@@ -131,7 +123,6 @@ public final class Trainer<B extends Batch> {
                     + " micro batches per epoch, but the loop gets " + train.size());
         }
         this.model = model;
-        this.objective = objective;
         this.train = train;
         this.eval = eval;
         this.run = run;
@@ -139,6 +130,7 @@ public final class Trainer<B extends Batch> {
         this.schedule = run.schedule();
         this.manager = manager;
         this.listener = listener;
+        this.steps = new Steps<>(model, objective, train, eval, training, schedule.accumulation(), manager);
     }
 
     public Summary run() {
@@ -149,7 +141,7 @@ public final class Trainer<B extends Batch> {
         long totalSteps = schedule.totalSteps();
         long warmupSteps = schedule.warmupSteps();
         int accumulation = schedule.accumulation();
-        Map<String, String> resumeKeys = resumeKeys(run, perEpoch);
+        Map<String, String> resumeKeys = ResumePoint.keys(run, perEpoch);
         List<NamedArray> params = model.trainable();
         AdamW optimizer = new AdamW(params, new AdamW.Hyper(training.adamBeta1(), training.adamBeta2(),
                 training.adamEpsilon(), training.weightDecay()), manager);
@@ -160,9 +152,9 @@ public final class Trainer<B extends Batch> {
         long started = System.nanoTime();
         long step = 0;
         MetricsLog metrics;
-        Path resumeFrom = resumeFolder(run, checkpoints);
+        Path resumeFrom = ResumePoint.folder(run, checkpoints);
         if (resumeFrom != null) {
-            TrainerState state = restore(resumeFrom, params, optimizer);
+            TrainerState state = ResumePoint.restore(resumeFrom, run, perEpoch, params, optimizer, manager);
             step = state.globalStep();
             metrics = MetricsLog.resume(outputDir, step);
             LOG.info("resumed from {} at step {}, epoch {}", resumeFrom, step, state.epoch());
@@ -187,7 +179,7 @@ public final class Trainer<B extends Batch> {
                 Map<String, Object> line = new LinkedHashMap<>();
                 line.put("step", 0L);
                 line.put("epoch", 0.0);
-                firstEval = evaluate(line);
+                firstEval = steps.evaluate(line);
                 lastEval = firstEval;
                 metrics.write(line);
                 listener.afterStep(0, line);
@@ -195,7 +187,8 @@ public final class Trainer<B extends Batch> {
             while (step < totalSteps) {
                 long position = step * accumulation;
                 double lr = schedule.learningRate(training, step);
-                Map<String, Object> line = trainStep(step, position, order, params, optimizer, lr);
+                Map<String, Object> line = steps.train(step, position, order, params, optimizer, lr, numTokens);
+                numTokens = (long) line.get("num_tokens");
                 step++;
                 long consumed = position + accumulation;
                 line.put("epoch", (double) consumed / perEpoch);
@@ -206,7 +199,7 @@ public final class Trainer<B extends Batch> {
                 }
                 if (!eval.isEmpty() && (step == totalSteps
                         || (schedule.evalEvery() > 0 && step % schedule.evalEvery() == 0))) {
-                    lastEval = evaluate(line);
+                    lastEval = steps.evaluate(line);
                 }
                 if (step == firstStep + 1) {
                     line.putAll(listener.firstStep(line));
@@ -264,221 +257,18 @@ public final class Trainer<B extends Batch> {
      * The Hugging Face Trainer's closing log entry, for this run (a resumed run counts its own steps and time):
      * {@code total_flos} is its {@code 6 × tokens × parameters} (embeddings excepted) over all tokens so far.
      */
-    private Map<String, Object> summary(long step, double epoch, double seconds, long steps, long samples,
+    private Map<String, Object> summary(long step, double epoch, double seconds, long stepsRun, long samples,
             double lossSum) {
         Map<String, Object> line = new LinkedHashMap<>();
         line.put("step", step);
         line.put("epoch", epoch);
         line.put("train_runtime", seconds);
         line.put("train_samples_per_second", samples / seconds);
-        line.put("train_steps_per_second", steps / seconds);
-        line.put("train_loss", lossSum / steps);
+        line.put("train_steps_per_second", stepsRun / seconds);
+        line.put("train_loss", lossSum / stepsRun);
         line.put("total_flos", 6.0 * numTokens * model.parameterCount());
         line.put("num_tokens", numTokens);
         return line;
-    }
-
-    /** One optimizer step over the accumulation window that starts at data position {@code position}. */
-    private Map<String, Object> trainStep(long step, long position, DataOrder order, List<NamedArray> params,
-            AdamW optimizer, double lr) {
-        long started = System.nanoTime();
-        int accumulation = schedule.accumulation();
-        List<B> window = new ArrayList<>(accumulation);
-        long windowWeight = 0;
-        long tokens = 0;
-        for (int micro = 0; micro < accumulation; micro++) {
-            B batch = train.get(order.at(position + micro));
-            window.add(batch);
-            windowWeight += batch.lossWeight();
-            tokens += batch.tokenCount();
-        }
-        // Every micro batch's summed loss is divided by the whole window's weight, so the window's loss and
-        // gradient are those of one big batch, whatever the padding in each micro batch.
-        float inverseWeight = (float) (1.0 / Math.max(1, windowWeight));
-        model.setTraining(true);
-        double loss = 0;
-        double units = 0;
-        Map<String, Double> metricSums = new TreeMap<>();
-        for (int micro = 0; micro < accumulation; micro++) {
-            B batch = window.get(micro);
-            long microSeed = Seeds.microStep(training.seed(), step, micro);
-            Engine.getInstance().setRandomSeed(Seeds.derive(microSeed, -1));
-            try (NDScope scope = new NDScope()) {
-                ForwardPass forward = ForwardPass.of(model, microSeed, training.gradientCheckpointing());
-                try (GradientCollector collector = Engine.getInstance().newGradientCollector()) {
-                    Objective.Loss result = objective.loss(batch, forward, manager);
-                    NDArray scaled = result.sum().mul(manager.full(new Shape(), inverseWeight, DataType.FLOAT32));
-                    forward.backward(scaled, collector);
-                    loss += scaled.getFloat();
-                    units += result.units() != null ? result.units() : batch.lossWeight();
-                    addWeighted(metricSums, result.metrics(), (double) batch.lossWeight() / Math.max(1, windowWeight));
-                }
-            }
-        }
-        if (units != windowWeight) {
-            // an objective that learns its units while running (GRPO's dapo: the window's completion tokens) was
-            // scaled by the planned weight; gradients are linear in the loss, so one rescale makes it exact
-            double correction = windowWeight / Math.max(1, units);
-            try (NDScope scope = new NDScope()) {
-                NDArray factor = manager.full(new Shape(), (float) correction, DataType.FLOAT32);
-                for (NamedArray param : params) {
-                    param.array().getGradient().muli(factor);
-                }
-            }
-            loss *= correction;
-        }
-        double gradNorm;
-        try (NDScope scope = new NDScope()) {
-            gradNorm = GradientClipping.globalNorm(params);
-        }
-        if (training.stopOnNonFinite() && !(Double.isFinite(loss) && Double.isFinite(gradNorm))) {
-            throw new NonFinite(step + 1, loss, gradNorm);
-        }
-        optimizer.step(step + 1, lr, GradientClipping.scale(gradNorm, training.maxGradNorm()));
-        NativeHeap.trim();
-        double seconds = (System.nanoTime() - started) / 1e9;
-
-        Map<String, Object> line = new LinkedHashMap<>();
-        line.put("step", step + 1);
-        line.put("epoch", 0.0);
-        line.put("loss", loss);
-        line.put("learning_rate", lr);
-        line.put("grad_norm", gradNorm);
-        line.put("tokens_per_second", tokens / seconds);
-        numTokens += tokens;
-        line.put("num_tokens", numTokens);
-        line.put("peak_memory_mb", PeakMemory.megabytes());
-        line.putAll(metricSums);
-        return line;
-    }
-
-    /** Loss over all evaluation batches, weighted by loss units; adds {@code eval_loss} and {@code eval_*} to line. */
-    private double evaluate(Map<String, Object> line) {
-        model.setTraining(false);
-        long totalWeight = Math.max(1, eval.stream().mapToLong(Batch::lossWeight).sum());
-        double lossSum = 0;
-        double units = 0;
-        Map<String, Double> metricSums = new TreeMap<>();
-        for (B batch : eval) {
-            try (NDScope scope = new NDScope()) {
-                Objective.Loss result = objective.loss(batch, ForwardPass.of(model, training.seed(), false), manager);
-                lossSum += result.sum().getFloat();
-                units += result.units() != null ? result.units() : batch.lossWeight();
-                addWeighted(metricSums, result.metrics(), (double) batch.lossWeight() / totalWeight);
-            }
-        }
-        double evalLoss = lossSum / Math.max(1, units);
-        line.put("eval_loss", evalLoss);
-        metricSums.forEach((name, value) -> line.put("eval_" + name, value));
-        return evalLoss;
-    }
-
-    private static void addWeighted(Map<String, Double> sums, Map<String, Double> metrics, double weight) {
-        metrics.forEach((name, value) -> sums.merge(name, value * weight, Double::sum));
-    }
-
-    /**
-     * Refuses a resume that {@link #run} would refuse, without loading anything: lets a caller check before it
-     * writes into {@code output_dir}.
-     */
-    public static void requireResumable(Run run, int microBatchesPerEpoch) {
-        Path folder = resumeFolder(run, new CheckpointStore(run.outputDir(), run.saveTotalLimit()));
-        if (folder != null) {
-            requireMatches(CheckpointStore.verify(folder), run, microBatchesPerEpoch, folder);
-        }
-    }
-
-    /**
-     * Refuses a checkpoint the recipe and data cannot continue exactly: other resume keys, another seed, another
-     * accumulation, or a step beyond the recipe's last. Every checkpoint of the folder would fail alike, so this
-     * is the user's choice to make (exit 2), not a reason to fall back to an older one.
-     */
-    private static void requireMatches(TrainerState state, Run run, int microBatchesPerEpoch, Path folder) {
-        ResumeKeys.requireUnchanged(state, resumeKeys(run, microBatchesPerEpoch), folder.toString());
-        long seed = run.training().seed();
-        int accumulation = run.schedule().accumulation();
-        String where = folder.resolve(CheckpointStore.STATE).toString();
-        if (state.seed() != seed) {
-            throw new UserError(where, "the checkpoint continues seed " + state.seed() + "'s data order and dropout, "
-                    + "not seed " + seed + "'s", "resume with seed: " + state.seed()
-                    + ", or start a fresh run in another output_dir");
-        }
-        if (state.microBatchesConsumed() != state.globalStep() * accumulation) {
-            throw new UserError(where, "the checkpoint took " + state.microBatchesConsumed() + " micro batches in "
-                    + state.globalStep() + " steps, which gradient_accumulation_steps "
-                    + accumulation + " cannot continue",
-                    "resume with the batch settings the checkpoint was written with");
-        }
-        long total = run.schedule().totalSteps();
-        if (state.globalStep() > total) {
-            throw new UserError(where, "the checkpoint is at step " + state.globalStep() + ", beyond this recipe's "
-                    + total + " steps", "raise max_steps or num_epochs, or resume from an earlier checkpoint");
-        }
-    }
-
-    /** The recipe values a checkpoint of this run is valid for: its hash names the owner of output_dir too. */
-    public static Map<String, String> resumeKeys(Run run, int microBatchesPerEpoch) {
-        Map<String, String> keys = new TreeMap<>(run.resumeInvariants());
-        keys.put("micro_batches_per_epoch", Integer.toString(microBatchesPerEpoch));
-        return keys;
-    }
-
-    private static Path resumeFolder(Run run, CheckpointStore checkpoints) {
-        Resume resume = run.resume();
-        if (resume instanceof Resume.From from) {
-            return checkpoints.resolve("resume_from_checkpoint", from.folder());
-        }
-        if (resume instanceof Resume.Newest) {
-            List<CheckpointStore.Saved> complete = checkpoints.complete();
-            if (complete.isEmpty()) {
-                LOG.info("resume_from_checkpoint: no checkpoint in {} yet, starting from step 0", run.outputDir());
-                return null;
-            }
-            return newestIntact(complete, run.outputDir());
-        }
-        return null;
-    }
-
-    /**
-     * The newest checkpoint whose files match their checksums, saying which newer ones were passed over and why:
-     * a disk error or a stray write must cost the steps since the previous checkpoint, never the run.
-     */
-    private static Path newestIntact(List<CheckpointStore.Saved> complete, Path outputDir) {
-        List<String> damaged = new ArrayList<>();
-        for (int i = complete.size() - 1; i >= 0; i--) {
-            Path folder = complete.get(i).folder();
-            try {
-                CheckpointStore.verify(folder);
-                if (!damaged.isEmpty()) {
-                    LOG.warn("warning: resuming from {} instead: {}", folder.getFileName(), String.join("; ", damaged));
-                }
-                return folder;
-            } catch (CheckpointStore.Damaged e) {
-                damaged.add(folder.getFileName() + " is damaged (" + e.getMessage().replaceFirst("^damaged checkpoint: ", "")
-                        + ")");
-            }
-        }
-        throw new UserError(outputDir.toString(), "no intact checkpoint to resume from: " + String.join("; ", damaged),
-                "start over with overwrite_output_dir=true, or restore the checkpoints from a copy");
-    }
-
-    /** Loads weights and moments in place and returns the saved state; refuses a changed recipe first. */
-    private TrainerState restore(Path folder, List<NamedArray> params, AdamW optimizer) {
-        TrainerState state = CheckpointStore.verify(folder);
-        requireMatches(state, run, train.size(), folder);
-        try (NDManager loading = manager.newSubManager()) {
-            CheckpointStore.Loaded loaded = CheckpointStore.loadVerified(folder, state, loading);
-            for (NamedArray param : params) {
-                NDArray saved = loaded.weights().get(param.name());
-                if (saved == null || !saved.getShape().equals(param.array().getShape())) {
-                    throw new UserError("resume_from_checkpoint", folder + " has no weight " + param.name()
-                            + " of shape " + param.array().getShape(), "resume from a checkpoint of this model");
-                }
-                param.array().set(saved.toByteBuffer());
-            }
-            optimizer.load(loaded.optimizer());
-            return loaded.state();
-        }
     }
 
     private static List<NamedArray> named(Map<String, NDArray> arrays) {
