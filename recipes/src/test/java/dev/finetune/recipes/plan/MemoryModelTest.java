@@ -78,11 +78,11 @@ class MemoryModelTest {
     void activationCountsMatchTheAnchors() {
         AdapterSpec full = new AdapterSpec.Full();
         int lse3b = 4 * LLAMA_3B.numAttentionHeads();
-        assertEquals(137_216 + lse3b, MemoryModel.activationBytesPerTokenPerLayer(LLAMA_3B, Kernels.Layers.EAGER, 2, full, false));
-        assertEquals(90_112 + lse3b, MemoryModel.activationBytesPerTokenPerLayer(LLAMA_3B, Kernels.Layers.FUSED, 2, full, false));
-        assertEquals(208_896 + 4 * 32, MemoryModel.activationBytesPerTokenPerLayer(LLAMA_8B, Kernels.Layers.EAGER, 2, full, false));
+        assertEquals(137_216 + lse3b, LayerActivations.bytesPerToken(LLAMA_3B, Kernels.Layers.EAGER, 2, full, false));
+        assertEquals(90_112 + lse3b, LayerActivations.bytesPerToken(LLAMA_3B, Kernels.Layers.FUSED, 2, full, false));
+        assertEquals(208_896 + 4 * 32, LayerActivations.bytesPerToken(LLAMA_8B, Kernels.Layers.EAGER, 2, full, false));
         // fp32 activations (our CPU trainer): every saved tensor doubles except the norms' fp32 inputs, which already were.
-        long fp32 = MemoryModel.activationBytesPerTokenPerLayer(LLAMA_3B, Kernels.Layers.EAGER, 4, full, false);
+        long fp32 = LayerActivations.bytesPerToken(LLAMA_3B, Kernels.Layers.EAGER, 4, full, false);
         assertTrue(fp32 > 137_216 && fp32 < 2 * 137_216, "fp32: " + fp32);
     }
 
@@ -97,23 +97,23 @@ class MemoryModelTest {
         long h = 3072, hq = 3072, hkv = 1024, inter = 8192, heads = 24;
         long common = 2 * 4 * h + 2 * (2 * hq + 2 * hkv) + 2 * 3 * inter + 4 * heads;
         assertEquals(common + 2 * 2 * 16 + 2 * h,
-                MemoryModel.activationBytesPerTokenPerLayer(LLAMA_3B, Kernels.Layers.EAGER, 2, qv, false));
+                LayerActivations.bytesPerToken(LLAMA_3B, Kernels.Layers.EAGER, 2, qv, false));
         // PEFT's fp32 adapters under autocast: each adapter casts its own copy of the input.
         assertEquals(common + 2 * 2 * 16 + 2 * 2 * h,
-                MemoryModel.activationBytesPerTokenPerLayer(LLAMA_3B, Kernels.Layers.EAGER, 2, qv, true));
+                LayerActivations.bytesPerToken(LLAMA_3B, Kernels.Layers.EAGER, 2, qv, true));
         // Dropout: a dropped copy and a 1-byte mask per adapter instead of the shared input.
         AdapterSpec.Lora dropped = new AdapterSpec.Lora(16, 32, 0.05, List.of("q_proj", "v_proj"), false, false, null);
         assertEquals(common + 2 * 2 * 16 + 2 * 3 * h,
-                MemoryModel.activationBytesPerTokenPerLayer(LLAMA_3B, Kernels.Layers.EAGER, 2, dropped, false));
+                LayerActivations.bytesPerToken(LLAMA_3B, Kernels.Layers.EAGER, 2, dropped, false));
         // Adapters on the MLP keep the MLP input and the down_proj input; all seven keep what a full fine-tune keeps
         // except the norms' 16-bit outputs.
         AdapterSpec.Lora mlp = new AdapterSpec.Lora(16, 32, 0, List.of("gate_proj", "up_proj", "down_proj"), false, false, null);
         assertEquals(common + 3 * 2 * 16 + 2 * h + 2 * inter,
-                MemoryModel.activationBytesPerTokenPerLayer(LLAMA_3B, Kernels.Layers.EAGER, 2, mlp, false));
+                LayerActivations.bytesPerToken(LLAMA_3B, Kernels.Layers.EAGER, 2, mlp, false));
         AdapterSpec.Lora all = new AdapterSpec.Lora(16, 32, 0, List.of(), true, false, null);
-        long full = MemoryModel.activationBytesPerTokenPerLayer(LLAMA_3B, Kernels.Layers.EAGER, 2, new AdapterSpec.Full(), false);
+        long full = LayerActivations.bytesPerToken(LLAMA_3B, Kernels.Layers.EAGER, 2, new AdapterSpec.Full(), false);
         assertEquals(full - 2 * 2 * h + 7 * 2 * 16,
-                MemoryModel.activationBytesPerTokenPerLayer(LLAMA_3B, Kernels.Layers.EAGER, 2, all, false));
+                LayerActivations.bytesPerToken(LLAMA_3B, Kernels.Layers.EAGER, 2, all, false));
     }
 
     @Test
@@ -127,7 +127,7 @@ class MemoryModelTest {
     void checkpointingKeepsOnlyLayerInputsPlusOneLayer() {
         TrainingSetup on = setup(LLAMA_8B, LORA, PrecisionRegime.BF16_PURE, new Objective.Sft(), Sharding.SINGLE, 1);
         long tokens = 2L * 2048;
-        long perLayer = MemoryModel.activationBytesPerTokenPerLayer(LLAMA_8B, Kernels.Layers.EAGER, 2, LORA, false);
+        long perLayer = LayerActivations.bytesPerToken(LLAMA_8B, Kernels.Layers.EAGER, 2, LORA, false);
         long finalNorm = 6L * 4096;
         assertEquals(tokens * (32L * 2 * 4096 + perLayer + finalNorm),
                 MemoryModel.estimate(on).term("activations").in(Phase.FORWARD_BACKWARD));
