@@ -57,7 +57,11 @@ public record Kernels(Layers layers, Loss loss, Attention attention) {
         FULL("full cross-entropy"),
         /** The model returns {@code logits.float()} (older HF versions): an fp32 copy stays alive next to the rest. */
         UPCAST_FP32("cross-entropy on fp32-upcast logits"),
-        /** torchtune-style chunked loss: 16-bit logit chunks kept, fp32 work on one of 8 chunks at a time. */
+        /**
+         * torchtune-style chunked loss over 8 chunks. Compiled (with {@link Layers#FUSED}): the 16-bit chunks and a
+         * per-row log-sum-exp are kept, the fp32 work stays inside one fused kernel per chunk. Eager: each chunk's fp32
+         * log-softmax is kept.
+         */
         CHUNKED("chunked cross-entropy");
 
         private final String label;

@@ -40,15 +40,22 @@ public final class MemoryModel {
         return new Estimator(s).run();
     }
 
-    /** Bytes per logit while the loss and its gradient exist (anchors §2.5). */
-    static double bytesPerLogit(Kernels.Loss loss, int act) {
-        return switch (loss) {
+    /**
+     * Bytes per logit while the loss and its gradient exist (anchors §2.5). The chunked loss differs by who runs it:
+     * torchtune deletes its list of logit chunks before backward, so eagerly only each chunk's fp32 log-softmax
+     * survives (4 B), while torch.compile's partitioner saves the cheapest inputs, the 16-bit chunk and a per-row
+     * log-sum-exp, and recomputes the fp32 upcast and softmax inside the fused backward kernel, which writes a 16-bit
+     * gradient for one chunk at a time.
+     */
+    static double bytesPerLogit(Kernels kernels, int act) {
+        return switch (kernels.loss()) {
             // logits, fp32 log-softmax kept for backward, logits gradient
             case FULL -> act + 4 + act;
             // + the fp32 copy the model returns, and its fp32 gradient
             case UPCAST_FP32 -> act == 4 ? 12 : act + 4 + 4 + 4 + act;
-            // 16-bit logit chunks kept, the fp32 work of one chunk at a time
-            case CHUNKED -> act + (4.0 + 4 + act) / LOSS_CHUNKS;
+            case CHUNKED -> kernels.layers() == Kernels.Layers.FUSED
+                    ? act + (double) act / LOSS_CHUNKS
+                    : 4 + (4.0 + act) / LOSS_CHUNKS;
         };
     }
 
@@ -218,7 +225,7 @@ public final class MemoryModel {
             long positions = s.objective() instanceof Objective.Grpo g
                     ? (long) s.microBatch() * g.maxCompletionLength()
                     : (long) s.sequencesPerMicroBatch() * s.trainedSequenceLength();
-            double perLogit = bytesPerLogit(s.kernels().loss(), r.activation());
+            double perLogit = bytesPerLogit(s.kernels(), r.activation());
             long bytes = Math.round(positions * (double) c.vocabSize() * perLogit);
             add("logits", positions + " positions × " + c.vocabSize() + " vocab × " + String.format(Locale.ROOT, "%.2f", perLogit)
                     + " B (" + s.kernels().loss().label() + ")", bytes, EnumSet.of(Phase.FORWARD_BACKWARD));

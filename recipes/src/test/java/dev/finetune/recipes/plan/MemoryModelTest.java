@@ -148,6 +148,21 @@ class MemoryModelTest {
         assertEquals(null, sft.term("reference"));
     }
 
+    /**
+     * A compiled chunked loss keeps only the 16-bit chunks (the fp32 work is recomputed inside the fused backward),
+     * an eager one each chunk's fp32 log-softmax; both add the work of one chunk of eight.
+     */
+    @Test
+    void aChunkedLossKeepsLessWhenCompiled() {
+        assertEquals(2 + 2 / 8.0, MemoryModel.bytesPerLogit(new Kernels(Kernels.Layers.FUSED, Kernels.Loss.CHUNKED), 2), 1e-12);
+        assertEquals(4 + (4 + 2) / 8.0, MemoryModel.bytesPerLogit(new Kernels(Kernels.Layers.EAGER, Kernels.Loss.CHUNKED), 2), 1e-12);
+        assertEquals(2 + 4 + 2, MemoryModel.bytesPerLogit(new Kernels(Kernels.Layers.FUSED, Kernels.Loss.FULL), 2), 1e-12);
+        TrainingSetup compiled = new TrainingSetup("test", LLAMA_8B, QLORA, PrecisionRegime.BF16_PURE, OptimizerKind.ADAMW, 2, 1,
+                2048, true, new Objective.Sft(), Sharding.SINGLE, new Hardware.Gpus(1, 1, 24 * GIB),
+                new Kernels(Kernels.Layers.FUSED, Kernels.Loss.CHUNKED));
+        assertEquals(Math.round(4096L * 128256 * 2.25), MemoryModel.estimate(compiled).term("logits").in(Phase.FORWARD_BACKWARD));
+    }
+
     @Test
     void grpoAddsAGenerationPhaseWithAKvCache() {
         Objective.Grpo grpo = new Objective.Grpo(8, 512, 1024, 0.04, 0);
