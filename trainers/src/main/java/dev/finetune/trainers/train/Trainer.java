@@ -208,7 +208,7 @@ public final class Trainer<B extends Batch> {
                 if (logged != null) {
                     metrics.write(logged);
                 }
-                progress.step(step, lastLoss, (double) line.get("tokens_per_second"));
+                progress.step(step, logged);
                 listener.afterStep(step, line);
                 String stop = StopRequest.requested();
                 boolean scheduled = schedule.saveEvery() > 0 && (step % schedule.saveEvery() == 0 || step == totalSteps);

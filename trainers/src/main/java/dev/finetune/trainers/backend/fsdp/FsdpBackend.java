@@ -424,7 +424,7 @@ public final class FsdpBackend {
                 step = at;
                 lastLoss = json.get("loss").getAsDouble();
                 if (progress != null) {
-                    progress.step(at, lastLoss, json.get("tokens_per_second").getAsDouble());
+                    progress.step(at, line);
                 }
             }
         }
