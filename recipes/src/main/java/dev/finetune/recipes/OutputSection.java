@@ -96,6 +96,6 @@ final class OutputSection {
         }
         return new Recipe.Output(outputDir, resume, loraModelDir, saveStrategy, saveSteps, savesPerEpoch,
                 saveTotalLimit, evalStrategy, evalSteps, evalsPerEpoch, loggingSteps, patience, metric,
-                top.bool("overwrite_output_dir", false));
+                top.bool("overwrite_output_dir", false), top.bool("use_tensorboard", false));
     }
 }

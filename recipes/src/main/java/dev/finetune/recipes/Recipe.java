@@ -384,5 +384,6 @@ public record Recipe(
             Integer loggingSteps,
             Integer earlyStoppingPatience,
             String metricForBestModel,
-            boolean overwriteOutputDir) {}
+            boolean overwriteOutputDir,
+            boolean useTensorboard) {}
 }

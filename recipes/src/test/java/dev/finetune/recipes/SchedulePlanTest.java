@@ -19,7 +19,7 @@ class SchedulePlanTest {
         Recipe.Training training = new Recipe.Training(256, true, true, false, 3, maxSteps, 2e-4, LrScheduler.COSINE,
                 0.1, warmupSteps, warmupRatio, Recipe.Optimizer.ADAMW_TORCH, 0.01, 0.9, 0.95, 1e-8, 0.5, true, 17, true);
         Recipe.Output output = new Recipe.Output("out", new Resume.Fresh(), null, null, saveSteps, savesPerEpoch, 3,
-                evalStrategy, evalSteps, null, null, null, null, false);
+                evalStrategy, evalSteps, null, null, null, null, false, false);
         return new Recipe(model, adapter, data, training, new Recipe.Batch(2, 4, null, null),
                 new Recipe.Precision(Recipe.Flag.FALSE, Recipe.Flag.FALSE, Recipe.Flag.FALSE), new Recipe.Objective.Sft(),
                 new Recipe.Distributed(null, 1, 1), new Recipe.Hardware.Cpu(), Recipe.Backend.SINGLE, output);

@@ -94,7 +94,7 @@ public final class TrainingBench {
                     LrScheduler.CONSTANT, 0, 0, null, Recipe.Optimizer.ADAMW_TORCH, 0, 0.9, 0.999, 1e-8, 0,
                     gradientCheckpointing, SEED, true);
             Trainer.Run run = new Trainer.Run(training, new SchedulePlan(1, total, total, total, 0, 0, 0, 1, false),
-                    outputDir, 0, new Resume.Fresh(), Map.of());
+                    outputDir, 0, new Resume.Fresh(), Map.of(), false);
             if (settings.waitQuiet() > 0) {
                 CpuCounters.waitUntilQuiet(settings.waitQuiet(), out);
             }

@@ -88,15 +88,16 @@ public final class Trainer<B extends Batch> {
      * @param schedule computed for the training batches this loop gets
      * @param resumeInvariants the recipe values a checkpoint is only valid for ({@link ResumeInvariants}): a resume
      *     with any of them changed is refused
+     * @param tensorBoard {@code use_tensorboard}: the logged lines also go to a TensorBoard event file
      */
     public record Run(Recipe.Training training, SchedulePlan schedule, Path outputDir, int saveTotalLimit,
-            Resume resume, Map<String, String> resumeInvariants) {
+            Resume resume, Map<String, String> resumeInvariants, boolean tensorBoard) {
 
         /** The run a recipe describes, over training data with the given fingerprint. */
         public static Run of(Recipe recipe, SchedulePlan schedule, String datasetIdentity) {
             return new Run(recipe.training(), schedule, Path.of(recipe.output().outputDir()),
                     recipe.output().saveTotalLimit(), recipe.output().resume(),
-                    ResumeInvariants.of(recipe, datasetIdentity));
+                    ResumeInvariants.of(recipe, datasetIdentity), recipe.output().useTensorboard());
         }
     }
 
@@ -156,10 +157,10 @@ public final class Trainer<B extends Batch> {
         if (resumeFrom != null) {
             TrainerState state = ResumePoint.restore(resumeFrom, run, perEpoch, params, optimizer, manager);
             step = state.globalStep();
-            metrics = MetricsLog.resume(outputDir, step);
+            metrics = MetricsLog.resume(outputDir, step, run.tensorBoard());
             LOG.info("resumed from {} at step {}, epoch {}", resumeFrom, step, state.epoch());
         } else {
-            metrics = MetricsLog.start(outputDir);
+            metrics = MetricsLog.start(outputDir, run.tensorBoard());
         }
         double firstEval = Double.NaN;
         double lastEval = Double.NaN;
@@ -230,6 +231,7 @@ public final class Trainer<B extends Batch> {
                 Map<String, Object> summary = summary(step, (double) step * accumulation / perEpoch,
                         (System.nanoTime() - started) / 1e9, step - firstStep, samples, lossSum);
                 TrainResults.write(outputDir, summary);
+                metrics.summary(step, summary);
                 LOG.info("run summary: {}", summary);
             }
             LossCurve.draw(metrics.file(), outputDir);

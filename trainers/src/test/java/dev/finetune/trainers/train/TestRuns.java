@@ -29,6 +29,7 @@ public final class TestRuns {
     private Map<String, String> invariants = Map.of();
     private boolean stopOnNonFinite = true;
     private int logEvery = 1;
+    private boolean tensorBoard;
 
     private TestRuns(Path outputDir) {
         this.outputDir = outputDir;
@@ -54,6 +55,7 @@ public final class TestRuns {
     public TestRuns invariants(Map<String, String> v) { invariants = v; return this; }
     public TestRuns stopOnNonFinite(boolean v) { stopOnNonFinite = v; return this; }
     public TestRuns logEvery(int v) { logEvery = v; return this; }
+    public TestRuns tensorBoard(boolean v) { tensorBoard = v; return this; }
 
     /** @param microBatchesPerEpoch the size of the training batch list the loop gets */
     public Trainer.Run build(int microBatchesPerEpoch) {
@@ -66,6 +68,6 @@ public final class TestRuns {
         SchedulePlan schedule = new SchedulePlan(accumulation, microBatchesPerEpoch,
                 Math.max(1, microBatchesPerEpoch / accumulation), maxSteps, warmupSteps, evalEvery, saveEvery, logEvery,
                 false);
-        return new Trainer.Run(training, schedule, outputDir, saveTotalLimit, resume, invariants);
+        return new Trainer.Run(training, schedule, outputDir, saveTotalLimit, resume, invariants, tensorBoard);
     }
 }

@@ -26,6 +26,8 @@ import java.util.Map;
  *
  * <p>On resume the lines after the checkpoint's step are dropped (they belong to the lost steps, and a kill may
  * have cut the last one in half), so the file reads as if the run had never stopped.
+ *
+ * <p>With {@code use_tensorboard} every line also goes to a {@link TensorBoardLog}, so the two never disagree.
  */
 public final class MetricsLog implements Closeable {
     public static final String FILE = "metrics.jsonl";
@@ -33,36 +35,52 @@ public final class MetricsLog implements Closeable {
 
     private final Path file;
     private final BufferedWriter out;
+    private final TensorBoardLog events;
 
-    private MetricsLog(Path file, BufferedWriter out) {
+    private MetricsLog(Path file, BufferedWriter out, TensorBoardLog events) {
         this.file = file;
         this.out = out;
+        this.events = events;
     }
 
     /** A fresh log: an existing file is replaced. */
     public static MetricsLog start(Path outputDir) {
-        return open(outputDir, List.of());
+        return start(outputDir, false);
+    }
+
+    /** @param tensorBoard also write a TensorBoard event file ({@code use_tensorboard}) */
+    public static MetricsLog start(Path outputDir, boolean tensorBoard) {
+        return open(outputDir, List.of(), tensorBoard);
     }
 
     /** Continues the log of a run resumed after step {@code step}: keeps the complete lines up to it. */
     public static MetricsLog resume(Path outputDir, long step) {
+        return resume(outputDir, step, false);
+    }
+
+    /**
+     * @param tensorBoard also write a TensorBoard event file, a new one as HF's resumed runs do (TensorBoard shows
+     *     the runs of one {@code runs/} folder side by side)
+     */
+    public static MetricsLog resume(Path outputDir, long step, boolean tensorBoard) {
         List<String> kept = new ArrayList<>();
         for (JsonObject line : read(outputDir.resolve(FILE))) {
             if (line.has("step") && line.get("step").getAsLong() <= step) {
                 kept.add(line.toString());
             }
         }
-        return open(outputDir, kept);
+        return open(outputDir, kept, tensorBoard);
     }
 
-    private static MetricsLog open(Path outputDir, List<String> keptLines) {
+    private static MetricsLog open(Path outputDir, List<String> keptLines, boolean tensorBoard) {
         Path file = outputDir.resolve(FILE);
         try {
             Files.createDirectories(outputDir);
             Path rewritten = outputDir.resolve(FILE + ".tmp");
             Files.write(rewritten, keptLines, StandardCharsets.UTF_8);
             Files.move(rewritten, file, StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE);
-            return new MetricsLog(file, Files.newBufferedWriter(file, StandardCharsets.UTF_8, StandardOpenOption.APPEND));
+            BufferedWriter out = Files.newBufferedWriter(file, StandardCharsets.UTF_8, StandardOpenOption.APPEND);
+            return new MetricsLog(file, out, tensorBoard ? TensorBoardLog.open(outputDir) : null);
         } catch (IOException e) {
             throw new UncheckedIOException("could not open " + file, e);
         }
@@ -82,6 +100,19 @@ public final class MetricsLog implements Closeable {
             out.flush();
         } catch (IOException e) {
             throw new UncheckedIOException("could not write " + file, e);
+        }
+        if (events != null && metrics.get("step") instanceof Number step) {
+            events.scalars(step.longValue(), metrics);
+        }
+    }
+
+    /**
+     * The run's summary at its last step: {@link TrainResults} holds it; TensorBoard gets it as HF's last log
+     * ({@code train/train_runtime}, {@code train/train_loss}, ...).
+     */
+    public void summary(long step, Map<String, Object> summary) {
+        if (events != null) {
+            events.scalars(step, summary);
         }
     }
 
@@ -113,7 +144,7 @@ public final class MetricsLog implements Closeable {
 
     @Override
     public void close() {
-        try {
+        try (TensorBoardLog closing = events) {
             out.close();
         } catch (IOException e) {
             throw new UncheckedIOException("could not close " + file, e);
