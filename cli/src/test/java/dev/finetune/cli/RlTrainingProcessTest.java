@@ -84,6 +84,33 @@ class RlTrainingProcessTest {
         }
     }
 
+    /**
+     * TRL's example GRPO configuration (configs/trl-grpo.yaml: its settings under our names, the embedded model and
+     * prompts in place of the Hub ones) validates and trains a few steps, logging TRL's GRPO metrics.
+     */
+    @Test
+    @Timeout(300)
+    void trlsExampleGrpoConfigurationValidatesAndRuns(@TempDir Path work) throws Exception {
+        Run validate = finetune(work, "validate", shipped("trl-grpo.yaml").toString());
+        assertEquals(0, validate.exit(), validate.err());
+        assertTrue(validate.out().contains("total steps: 48"), "16 prompts x 3 epochs, one prompt a step: " + validate.out());
+        Run run = finetune(work, shipped("trl-grpo.yaml").toString(), "max_steps=3");
+        assertEquals(0, run.exit(), run.err());
+        Path output = work.resolve("out/trl-grpo");
+        List<JsonObject> lines = MetricsLog.read(output.resolve(MetricsLog.FILE));
+        assertEquals(List.of(3L), lines.stream().map(l -> l.get("step").getAsLong()).toList(),
+                "logging_steps 10: only the last of 3 steps is logged");
+        JsonObject last = lines.get(0);
+        for (String key : List.of("loss", "reward", "reward_std", "rewards/numeric_answer/mean",
+                "rewards/numeric_answer/std", "completions/mean_length", "completions/clipped_ratio",
+                "clip_ratio/region_mean", "frac_reward_zero_std", "entropy", "learning_rate", "grad_norm")) {
+            assertTrue(last.has(key), key + " missing from " + last);
+        }
+        assertFalse(last.has("kl"), "beta 0: TRL logs no kl");
+        assertTrue(last.get("completions/max_length").getAsDouble() <= 256, "max_completion_length: " + last);
+        assertTrue(Files.isRegularFile(output.resolve("model.safetensors")), "a full fine-tune, as TRL's script without --use_peft");
+    }
+
     @Test
     void aRewardCommandInTheRecipeIsRefusedWithoutAllowCommands(@TempDir Path work) throws Exception {
         Path recipe = work.resolve("grpo.yaml");

@@ -23,6 +23,25 @@ final class RewardSpecs {
     /** TRL's think/answer format reward, the usual meaning of "format" in GRPO recipes. */
     static final String THINK_ANSWER = "\\s*<think>.*?</think>\\s*<answer>.*?</answer>\\s*";
 
+    /**
+     * TRL's {@code think_format_reward}: the completion opens with one {@code <think>...</think>} block (its
+     * {@code ^<think>(?!.*<think>)(.*?)</think>.*$}, matched from the start with DOTALL, i.e. over the whole text).
+     */
+    static final String TRL_THINK_FORMAT = "<think>(?!.*<think>).*?</think>.*";
+
+    /**
+     * TRL's other reward functions ({@code trl.rewards}), named as {@code trl grpo --reward_funcs} takes them: what
+     * to write instead. They need Python libraries (math_verify) or take parameters their name does not carry.
+     */
+    static final Map<String, String> TRL_REWARDS = Map.of(
+            "accuracy_reward", "for numeric answers write {name: numeric_answer, field: solution}; for LaTeX answers "
+                    + "{command: ...} with a script that calls math_verify",
+            "reasoning_accuracy_reward", "for numeric answers write {name: numeric_answer, field: solution}; "
+                    + "for LaTeX answers {command: ...} with a script that calls math_verify",
+            "get_cosine_scaled_reward", "write {command: ...} with a script that scores correctness and length",
+            "get_soft_overlong_punishment", "write {name: length, unit: chars, max: N} or {command: ...}",
+            "get_repetition_penalty_reward", "set trl.repetition_penalty for sampling, or write {command: ...}");
+
     /** Built-in name → the parameters it takes (besides {@code name} and {@code label}). */
     static final Map<String, List<String>> BUILT_INS = builtIns();
 
@@ -34,6 +53,7 @@ final class RewardSpecs {
         m.put("length", List.of("min", "max", "unit"));
         m.put("contains", List.of("words", "field", "ignore_case"));
         m.put("format", List.of("pattern"));
+        m.put("think_format_reward", List.of());
         return m;
     }
 
@@ -115,6 +135,11 @@ final class RewardSpecs {
     }
 
     private RewardSpec byName(String name, YamlNode where, Map<String, YamlNode> params) {
+        if (TRL_REWARDS.containsKey(name)) {
+            problems.error(where.where(), "reward function '" + name + "' is TRL's Python function: unsupported, "
+                    + "finetune runs no Python in the recipe's process", TRL_REWARDS.get(name));
+            return null;
+        }
         if (!BUILT_INS.containsKey(name)) {
             if (name.contains(".")) {
                 problems.error(where.where(), "reward function '" + name + "' is a Python function (Axolotl/TRL): "
@@ -171,6 +196,7 @@ final class RewardSpecs {
                 String pattern = p.text("pattern", THINK_ANSWER);
                 yield p.compiles("pattern", pattern) ? new RewardSpec.Format(label, pattern) : null;
             }
+            case "think_format_reward" -> new RewardSpec.Format(label, TRL_THINK_FORMAT);
             default -> throw new IllegalStateException(name);
         };
         p.rejectOthers();

@@ -68,6 +68,27 @@ class RewardSpecsTest {
         }
     }
 
+    /** TRL's reward names, as {@code trl grpo --reward_funcs} takes them: its format check is ours, the rest point on. */
+    @Test
+    void trlsRewardFunctionNames(@TempDir Path dir) throws IOException {
+        Recipe.Objective.Grpo g = grpo(dir, "  num_generations: 2\n  reward_funcs: [think_format_reward]\n");
+        RewardSpec.Format format = (RewardSpec.Format) g.rewardFuncs().get(0);
+        assertEquals("think_format_reward", format.label(), "logged as rewards/think_format_reward, as TRL does");
+        // The format built-in matches the whole completion with DOTALL; TRL's docstring examples, and a second block
+        java.util.regex.Pattern p = java.util.regex.Pattern.compile(format.pattern(), java.util.regex.Pattern.DOTALL);
+        assertTrue(p.matcher("<think>\nThis is my reasoning.\n</think>\nThis is my answer.").matches());
+        assertTrue(!p.matcher("<think>\nThis is my reasoning.\nThis is my answer.").matches());
+        assertTrue(!p.matcher("<think>a</think> then <think>b</think>").matches(), "one think block only");
+        assertTrue(!p.matcher("first <think>a</think>").matches(), "the block opens the completion");
+        InvalidRecipe e = assertThrows(InvalidRecipe.class, () -> grpo(dir,
+                "  num_generations: 2\n  reward_funcs: [accuracy_reward, get_soft_overlong_punishment]\n"));
+        String all = e.errors().toString();
+        for (String expected : List.of("'accuracy_reward' is TRL's Python function",
+                "{name: numeric_answer, field: solution}", "math_verify", "{name: length, unit: chars, max: N}")) {
+            assertTrue(all.contains(expected), expected + " missing from: " + all);
+        }
+    }
+
     @Test
     void dpoLossTypeIpoAndTheDeprecatedRlIpo(@TempDir Path dir) throws IOException {
         Recipe.Objective.Dpo ipo = (Recipe.Objective.Dpo) ValidatedRecipe.load(
