@@ -4,9 +4,6 @@ import ai.djl.ndarray.NDManager;
 import dev.finetune.adapters.lora.AdapterSwitch;
 import dev.finetune.recipes.Recipe;
 import dev.finetune.recipes.ScaleRewards;
-import dev.finetune.trainers.data.DataOptions;
-import dev.finetune.trainers.data.GrpoPrompt;
-import dev.finetune.trainers.data.RlRows;
 import dev.finetune.trainers.rewards.Rewards;
 import dev.finetune.trainers.text.Tokenizer;
 import dev.finetune.trainers.train.Batch;
@@ -22,10 +19,8 @@ import dev.finetune.trainers.train.grpo.GrpoObjective;
 import dev.finetune.trainers.train.sft.SftBatch;
 import dev.finetune.trainers.train.sft.SftObjective;
 import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.List;
 import java.util.Locale;
-import java.util.Set;
 import java.util.function.Function;
 
 /**
@@ -51,13 +46,12 @@ record ObjectiveSetup<B extends Batch>(Objective<B> objective, List<B> train, Li
      */
     static ObjectiveSetup<?> of(Recipe recipe, int microBatchSize, Tokenizer tokenizer, BuiltModel built,
             String samplePrompt, boolean allowCommands, NDManager manager) {
-        DataOptions data = DataOptions.of(recipe);
-        int padId = padId(tokenizer);
+        int padId = TrainingData.padId(tokenizer);
         AdapterSwitch adapters = built.weights().adapters().orElse(null);
         return recipe.objective().<ObjectiveSetup<?>>match(
                 sft -> sft(recipe, microBatchSize, tokenizer, samplePrompt),
                 dpo -> dpo(recipe, dpo, microBatchSize, tokenizer, built.trainable(), adapters, manager),
-                grpo -> grpo(recipe, grpo, microBatchSize, data, tokenizer, new LlamaTrainable(built.model()),
+                grpo -> grpo(recipe, grpo, microBatchSize, tokenizer, new LlamaTrainable(built.model()),
                         adapters, allowCommands, padId));
     }
 
@@ -65,11 +59,6 @@ record ObjectiveSetup<B extends Batch>(Objective<B> objective, List<B> train, Li
         TrainingData<SftBatch> data = TrainingData.sft(recipe, micro, tokenizer);
         Sample sample = Sample.of(data.prepared(), tokenizer, samplePrompt, SAMPLE_TOKENS);
         return new ObjectiveSetup<>(new SftObjective(), data.train(), data.eval(), data.report(), sample, null);
-    }
-
-    /** The pad id of rows: the tokenizer's pad token, else EOS, else 0. */
-    static int padId(Tokenizer tokenizer) {
-        return tokenizer.special().padId() >= 0 ? tokenizer.special().padId() : Math.max(0, tokenizer.special().eosId());
     }
 
     private static ObjectiveSetup<DpoBatch> dpo(Recipe recipe, Recipe.Objective.Dpo dpo, int micro, Tokenizer tokenizer,
@@ -101,29 +90,22 @@ record ObjectiveSetup<B extends Batch>(Objective<B> objective, List<B> train, Li
         return new ObjectiveSetup<>(new DpoObjective(loss, trainable, adapters), train, eval, report, null, null);
     }
 
-    private static ObjectiveSetup<GrpoBatch> grpo(Recipe recipe, Recipe.Objective.Grpo grpo, int micro, DataOptions data,
+    private static ObjectiveSetup<GrpoBatch> grpo(Recipe recipe, Recipe.Objective.Grpo grpo, int micro,
             Tokenizer tokenizer, LlamaTrainable llama, AdapterSwitch adapters, boolean allowCommands, int padId) {
-        RlRows.Split<GrpoPrompt> prompts = RlRows.prompts(recipe.data().datasets(), data, tokenizer);
-        List<GrpoPrompt> evalPrompts = recipe.data().testDatasets().isEmpty() ? prompts.eval()
-                : RlRows.prompts(recipe.data().testDatasets(), data.withValSetSize(0), tokenizer).train();
+        TrainingData<GrpoBatch> batches = TrainingData.grpo(recipe, grpo, micro, tokenizer);
+        List<GrpoBatch> train = batches.train();
+        List<GrpoBatch> eval = batches.eval();
         int generations = grpo.numGenerations();
-        // A prompt's group is never split across micro batches: its advantages are normalised within it.
-        int promptsPerMicro = Math.max(1, micro / generations);
-        List<GrpoBatch> train = chunks(prompts.train(), promptsPerMicro, part -> new GrpoBatch(part, generations));
-        List<GrpoBatch> eval = chunks(evalPrompts, promptsPerMicro, part -> new GrpoBatch(part, generations));
-        GrpoObjective.Settings settings = new GrpoObjective.Settings(grpo.maxCompletionLength(), grpo.temperature(),
-                grpo.scaleRewards(), new GrpoLoss(grpo.lossType(), grpo.epsilon(), grpo.epsilonHigh(), grpo.delta(),
-                        grpo.beta(), grpo.biasCorrectedKl(), grpo.maxCompletionLength()),
-                grpo.sampling(), grpo.maskTruncatedCompletions(), Set.of((long) tokenizer.special().eosId()), padId);
+        int promptsPerMicro = TrainingData.promptsPerMicro(micro, generations);
+        GrpoObjective.Settings settings = GrpoObjective.Settings.of(grpo, tokenizer.special().eosId(), padId);
         Rewards rewards = Rewards.start(grpo.rewardFuncs(), grpo.rewardWeights(), allowCommands);
-        Function<long[], String> decode = ids -> tokenizer.decode(
-                Arrays.stream(ids).mapToInt(Math::toIntExact).toArray(), true);
+        Function<long[], String> decode = GrpoObjective.decoder(tokenizer);
         try {
             GrpoObjective objective = new GrpoObjective(settings, llama, adapters, rewards, decode);
             String report = String.format(Locale.ROOT, "grpo: %d prompts for training, %d held out; %d completions "
                     + "per prompt of up to %d tokens, %d prompt(s) per micro batch; rewards %s; loss %s, rewards "
                     + "scaled by %s, beta %s%n",
-                    prompts.train().size(), evalPrompts.size(), generations, grpo.maxCompletionLength(),
+                    prompts(train), prompts(eval), generations, grpo.maxCompletionLength(),
                     promptsPerMicro, grpo.rewardFuncs().stream().map(r -> r.label()).toList(), grpo.lossType().key(),
                     grpo.scaleRewards() == ScaleRewards.NONE ? "nothing" : "the " + grpo.scaleRewards().key() + " std",
                     grpo.beta());
@@ -157,12 +139,8 @@ record ObjectiveSetup<B extends Batch>(Objective<B> objective, List<B> train, Li
                 + "the %d held-out pairs%n", (double) agree / pairs, pairs);
     }
 
-    private static <T, B> List<B> chunks(List<T> items, int size, Function<List<T>, B> batch) {
-        List<B> out = new ArrayList<>();
-        for (int from = 0; from < items.size(); from += size) {
-            out.add(batch.apply(items.subList(from, Math.min(items.size(), from + size))));
-        }
-        return out;
+    private static int prompts(List<GrpoBatch> batches) {
+        return batches.stream().mapToInt(b -> b.prompts().size()).sum();
     }
 
     @Override

@@ -39,13 +39,7 @@ public final class Rewards implements AutoCloseable {
             throw new UserError("trl.reward_funcs", "GRPO needs at least one reward function",
                     "add e.g. reward_funcs: [{name: contains, words: [dragon]}]");
         }
-        for (RewardSpec spec : specs) {
-            if (spec instanceof RewardSpec.Command c && !allowCommands) {
-                throw new UserError("trl.reward_funcs: " + c.label(), "the recipe runs the command '" + c.command()
-                        + "'; recipes are shared, so finetune runs no command from one unless you allow it",
-                        "read the command, and pass --allow-commands if you trust it");
-            }
-        }
+        requireAllowed(specs, allowCommands);
         List<RewardFunction> functions = new ArrayList<>();
         try {
             for (RewardSpec spec : specs) {
@@ -57,6 +51,17 @@ public final class Rewards implements AutoCloseable {
             throw e;
         }
         return new Rewards(functions, weights);
+    }
+
+    /** Refuses a command reward unless the user passed {@code --allow-commands}: recipes are shared files. */
+    public static void requireAllowed(List<RewardSpec> specs, boolean allowCommands) {
+        for (RewardSpec spec : specs) {
+            if (spec instanceof RewardSpec.Command c && !allowCommands) {
+                throw new UserError("trl.reward_funcs: " + c.label(), "the recipe runs the command '" + c.command()
+                        + "'; recipes are shared, so finetune runs no command from one unless you allow it",
+                        "read the command, and pass --allow-commands if you trust it");
+            }
+        }
     }
 
     /** Per completion: the weighted total, and every function's own score by label. */

@@ -9,7 +9,6 @@ import dev.finetune.recipes.ScaleRewards;
 import dev.finetune.trainers.generation.Completion;
 import dev.finetune.trainers.generation.GenerationSettings;
 import dev.finetune.trainers.generation.Generator;
-import dev.finetune.trainers.rewards.RewardInput;
 import dev.finetune.trainers.rewards.Rewards;
 import dev.finetune.trainers.train.CompletionRows;
 import dev.finetune.trainers.train.ForwardPass;
@@ -59,6 +58,19 @@ public final class GrpoObjective implements Objective<GrpoBatch> {
             this(maxCompletionLength, temperature, scaleRewards ? ScaleRewards.GROUP : ScaleRewards.NONE, loss,
                     Recipe.Objective.Sampling.NONE, false, eosIds, padId);
         }
+
+        /** The recipe's {@code trl:} settings; a completion ends after {@code eosId}. */
+        public static Settings of(Recipe.Objective.Grpo grpo, long eosId, int padId) {
+            return new Settings(grpo.maxCompletionLength(), grpo.temperature(), grpo.scaleRewards(),
+                    new GrpoLoss(grpo.lossType(), grpo.epsilon(), grpo.epsilonHigh(), grpo.delta(), grpo.beta(),
+                            grpo.biasCorrectedKl(), grpo.maxCompletionLength()),
+                    grpo.sampling(), grpo.maskTruncatedCompletions(), Set.of(eosId), padId);
+        }
+    }
+
+    /** What reward functions read of a completion: its text without special tokens. */
+    public static Function<long[], String> decoder(dev.finetune.trainers.text.Tokenizer tokenizer) {
+        return ids -> tokenizer.decode(java.util.Arrays.stream(ids).mapToInt(Math::toIntExact).toArray(), true);
     }
 
     /** @param adapters the model's adapter switch, or {@code null} for full fine-tuning */
@@ -88,21 +100,10 @@ public final class GrpoObjective implements Objective<GrpoBatch> {
             }
         }
         List<long[]> completions = rollout(prompts, forward.seed());
-
-        List<RewardInput> inputs = new ArrayList<>(completions.size());
-        for (int i = 0; i < completions.size(); i++) {
-            GrpoPrompt prompt = batch.prompts().get(i / groupSize);
-            inputs.add(new RewardInput(prompt.text(), decode.apply(completions.get(i)), prompt.fields()));
-        }
-        Rewards.Scores scores = rewards.score(inputs);
-        Advantages advantages = Advantages.of(scores.total(), groupSize, settings.scaleRewards());
+        RolloutScores scored = RolloutScores.of(batch, completions, rewards, decode, settings);
+        boolean[] truncated = scored.truncated();
 
         CompletionRows rows = CompletionRows.of(prompts, completions, settings.padId());
-        boolean[] truncated = new boolean[completions.size()];
-        for (int i = 0; i < truncated.length; i++) {
-            long[] c = completions.get(i);
-            truncated[i] = c.length == 0 || !(settings.eosIds().contains(c[c.length - 1]) || c[c.length - 1] == settings.padId());
-        }
         float[] mask = rows.completionMask().clone();
         if (settings.maskTruncated()) {
             for (int i = 0; i < mask.length; i++) {
@@ -118,19 +119,12 @@ public final class GrpoObjective implements Objective<GrpoBatch> {
         }
         NDArray logits = forward.logits(modelInputs);
         NDArray logp = rows.tokenLogProbs(logits, manager);
-        GrpoLoss.Result result = settings.loss().compute(logp, logp.stopGradient(), reference, advantages.values(),
+        GrpoLoss.Result result = settings.loss().compute(logp, logp.stopGradient(), reference, scored.advantages(),
                 mask, manager);
 
         Map<String, Double> metrics = new LinkedHashMap<>(result.metrics());
         metrics.put("entropy", maskedMean(rows.stats(logits).entropy(), mask, rows));
-        metrics.put("reward", mean(scores.total()));
-        metrics.put("reward_std", advantages.rewardStd());
-        metrics.put("frac_reward_zero_std", advantages.zeroStdShare());
-        scores.byFunction().forEach((label, values) -> {
-            metrics.put("rewards/" + label + "/mean", mean(values));
-            metrics.put("rewards/" + label + "/std", Advantages.std(values, 0, values.length));
-        });
-        metrics.putAll(completionMetrics(rows.completionLengths(), truncated));
+        metrics.putAll(scored.metrics());
         return new Loss(result.sum(), metrics, result.units());
     }
 
@@ -192,13 +186,5 @@ public final class GrpoObjective implements Objective<GrpoBatch> {
             }
         }
         return completions.stream().map(Completion::tokens).toList();
-    }
-
-    private static double mean(double[] values) {
-        double sum = 0;
-        for (double v : values) {
-            sum += v;
-        }
-        return values.length == 0 ? 0 : sum / values.length;
     }
 }
