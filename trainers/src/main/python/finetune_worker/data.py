@@ -49,6 +49,14 @@ def load_batches(path):
     return load_split(tensors, "train"), load_split(tensors, "eval")
 
 
+def load_metadata(path):
+    """The batches file's string metadata (GRPO: ``eos_id`` and ``pad_id`` of the tokenizer the launcher used)."""
+    from safetensors import safe_open
+
+    with safe_open(path, framework="pt") as f:
+        return f.metadata() or {}
+
+
 def load_schedule(path):
     """``order``: the micro batch at every data position; ``lr``: the learning rate of every optimizer step."""
     tensors = load_file(path)

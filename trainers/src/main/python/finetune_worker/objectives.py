@@ -117,6 +117,10 @@ class Dpo:
 
 def of(plan, lora):
     objective = plan["objective"]
+    if objective["kind"] == "grpo":
+        from finetune_worker import grpo
+
+        return grpo.Grpo(objective, lora, plan)
     if objective["kind"] == "sft":
         return Sft()
     if objective["kind"] == "dpo":

@@ -125,6 +125,9 @@ def grad_norm_and_clip(parameters, max_norm):
 
 
 def evaluate(model, objective, batches, world):
+    if hasattr(objective, "evaluate"):
+        # GRPO samples before it scores: the objective runs its own evaluation
+        return objective.evaluate(model, batches, world)
     model.eval()
     loss_sum, weight_sum, metric_sums = 0.0, 0.0, {}
     rounds = (len(batches) + world.size - 1) // world.size
@@ -248,6 +251,10 @@ def run(plan, world, report):
                                 "micro_batches": data.rank_share([order[position + k] for k in range(per_step)],
                                                                  world.rank, world.size)}) + "\n")
         trace.flush()
+        if hasattr(objective, "start_step"):
+            # GRPO samples and scores this rank's share of the window before the first backward
+            objective.start_step(model, mine, step, data.rank_share(list(range(per_step)), world.rank, world.size),
+                                 world)
         global_weight = distributed.sum_all([sum(b.weight for b in mine)], world.device)[0]
         scale = world.size / max(1.0, global_weight)
         model.train()

@@ -121,7 +121,7 @@ public final class Main implements Callable<Integer> {
             return OK;
         }
         FsdpBackend.Result result = FsdpBackend.train(validated,
-                new FsdpBackend.Settings(launch, estimate.peakBytes(), out));
+                new FsdpBackend.Settings(launch, estimate.peakBytes(), out, java.util.Map.of(), allowCommands));
         if (!Double.isNaN(result.firstEvalLoss())) {
             out.printf(Locale.ROOT, "eval loss: %.4f -> %.4f (%+.1f%%)%n", result.firstEvalLoss(),
                     result.lastEvalLoss(), 100 * (result.lastEvalLoss() / result.firstEvalLoss() - 1));

@@ -44,9 +44,14 @@ public final class FsdpBackend {
      *     null
      * @param environment added to the ranks' environment (the failure drills of the tests use it)
      */
-    public record Settings(Launch launch, Long estimatedPeakBytes, PrintWriter out, Map<String, String> environment) {
+    public record Settings(Launch launch, Long estimatedPeakBytes, PrintWriter out, Map<String, String> environment,
+            boolean allowCommands) {
         public Settings(Launch launch, Long estimatedPeakBytes, PrintWriter out) {
-            this(launch, estimatedPeakBytes, out, Map.of());
+            this(launch, estimatedPeakBytes, out, Map.of(), false);
+        }
+
+        public Settings(Launch launch, Long estimatedPeakBytes, PrintWriter out, Map<String, String> environment) {
+            this(launch, estimatedPeakBytes, out, environment, false);
         }
     }
 
@@ -115,6 +120,7 @@ public final class FsdpBackend {
         PrintWriter out = settings.out();
         Launch launch = settings.launch();
         requireRunnable(recipe);
+        RewardChannel.requireAllowed(recipe, settings.allowCommands());
         Path modelDir = SingleDeviceBackend.localModel(recipe.model().baseModel());
         Path tokenizerDir = recipe.model().tokenizerConfig() != null
                 ? SingleDeviceBackend.localModel(recipe.model().tokenizerConfig()) : modelDir;
@@ -151,9 +157,12 @@ public final class FsdpBackend {
 
         List<String> command = launch.command(python, plan.planFile().toAbsolutePath(),
                 workerFolder.resolve("logs").toAbsolutePath(), runId(recipe));
-        Map<String, String> env = launch.environment(workerFolder.toAbsolutePath(), cpu,
-                Runtime.getRuntime().availableProcessors());
-        return run(command, env, outputDir, launch, settings);
+        Map<String, String> env = new LinkedHashMap<>(launch.environment(workerFolder.toAbsolutePath(), cpu,
+                Runtime.getRuntime().availableProcessors()));
+        try (RewardChannel rewards = RewardChannel.open(validated, tokenizerDir, settings.allowCommands())) {
+            return rewards == null ? run(command, env, outputDir, launch, settings)
+                    : rewards.around(env, ranks -> run(command, ranks, outputDir, launch, settings));
+        }
     }
 
     private static Result run(List<String> command, Map<String, String> env, Path outputDir, Launch launch,

@@ -89,8 +89,20 @@ public final class Preprocess {
         List<WorkerBatch> train = new ArrayList<>();
         List<WorkerBatch> eval = new ArrayList<>();
         long rows;
+        Map<String, String> special = new LinkedHashMap<>();
         try (Tokenizer tokenizer = Tokenizer.load(tokenizerDir)) {
-            if (objective.equals("dpo")) {
+            if (recipe.objective() instanceof Recipe.Objective.Grpo grpo) {
+                TrainingData<dev.finetune.trainers.train.grpo.GrpoBatch> data = TrainingData.grpo(recipe, grpo, micro,
+                        tokenizer);
+                int padId = TrainingData.padId(tokenizer);
+                // where the worker's sampling stops and what fills the rows after shorter completions
+                special.put("eos_id", Long.toString(tokenizer.special().eosId()));
+                special.put("pad_id", Integer.toString(padId));
+                data.train().forEach(b -> train.add(WorkerBatch.of(b, padId)));
+                data.eval().forEach(b -> eval.add(WorkerBatch.of(b, padId)));
+                rows = data.rows();
+                out.print(data.report());
+            } else if (objective.equals("dpo")) {
                 TrainingData<dev.finetune.trainers.train.dpo.DpoBatch> data = TrainingData.dpo(recipe, micro, tokenizer);
                 data.train().forEach(b -> train.add(WorkerBatch.of(b)));
                 data.eval().forEach(b -> eval.add(WorkerBatch.of(b)));
@@ -119,6 +131,7 @@ public final class Preprocess {
         metadata.put("rows", Long.toString(rows));
         metadata.put("tokens", Long.toString(tokens));
         metadata.put("targets", Long.toString(targets));
+        metadata.putAll(special);
         BatchesFile.write(file, train, eval, metadata);
         Prepared prepared = fromMetadata(file, metadata, false, tokens / Math.max(1e-9, seconds));
         out.print(prepared.describe());
@@ -133,8 +146,7 @@ public final class Preprocess {
         if (recipe.objective() instanceof Recipe.Objective.Dpo) {
             return "dpo";
         }
-        throw new UserError("rl", "the fsdp backend runs SFT and DPO; GRPO is not in this build for it",
-                "train GRPO with backend: single");
+        return "grpo";
     }
 
     private static Prepared fromMetadata(Path file, Map<String, String> m, boolean reused, double tokensPerSecond) {
@@ -160,6 +172,10 @@ public final class Preprocess {
         MessageDigest digest = sha256();
         update(digest, FORMAT);
         update(digest, objective);
+        if (recipe.objective() instanceof Recipe.Objective.Grpo grpo) {
+            // a micro batch holds whole groups: micro / num_generations prompts, each written once per completion
+            update(digest, Integer.toString(grpo.numGenerations()));
+        }
         update(digest, DatasetIdentity.of(recipe.data().datasets()));
         update(digest, DatasetIdentity.of(recipe.data().testDatasets()));
         update(digest, String.valueOf(recipe.data().datasets()));

@@ -2,6 +2,7 @@ package dev.finetune.trainers.backend.fsdp;
 
 import dev.finetune.trainers.train.CompletionRows;
 import dev.finetune.trainers.train.dpo.DpoBatch;
+import dev.finetune.trainers.train.grpo.GrpoBatch;
 import dev.finetune.trainers.train.sft.SftBatch;
 
 /**
@@ -10,7 +11,7 @@ import dev.finetune.trainers.train.sft.SftBatch;
  * batches map onto it one to one, so both backends train on the same numbers.
  *
  * @param weight the batch's loss units ({@link dev.finetune.trainers.train.Batch#lossWeight}): target tokens for SFT,
- *     pairs for DPO
+ *     pairs for DPO, completions for GRPO
  */
 public record WorkerBatch(int rows, int columns, long[] ids, long[] positions, long[] segments, long[] targets,
         byte[] mask, long weight) {
@@ -53,6 +54,30 @@ public record WorkerBatch(int rows, int columns, long[] ids, long[] positions, l
         }
         return new WorkerBatch(rows.rows(), rows.columns(), rows.inputIds(), rows.positionIds(), rows.segmentIds(),
                 rows.targets(), mask, batch.lossWeight());
+    }
+
+    /**
+     * GRPO: each prompt once per completion to sample ({@code num_generations} rows in a row), left-aligned and
+     * right-padded with {@code padId}; nothing to predict yet (the completions are sampled by the worker).
+     */
+    public static WorkerBatch of(GrpoBatch batch, int padId) {
+        int generations = batch.numGenerations();
+        int rows = batch.prompts().size() * generations;
+        int columns = batch.prompts().stream().mapToInt(p -> p.ids().length).max().orElse(1);
+        long[] ids = new long[rows * columns];
+        long[] positions = new long[rows * columns];
+        long[] segments = new long[rows * columns];
+        java.util.Arrays.fill(ids, padId);
+        for (int r = 0; r < rows; r++) {
+            long[] prompt = batch.prompts().get(r / generations).ids();
+            for (int t = 0; t < prompt.length; t++) {
+                ids[r * columns + t] = prompt[t];
+                positions[r * columns + t] = t;
+                segments[r * columns + t] = 1;
+            }
+        }
+        return new WorkerBatch(rows, columns, ids, positions, segments, new long[rows * columns],
+                new byte[rows * columns], batch.lossWeight());
     }
 
     /** Real (non-padding) tokens. */

@@ -157,7 +157,35 @@ public record WorkerPlan(Path folder, Path planFile, long totalSteps, long warmu
             objective.add("terms", terms);
             objective.addProperty("beta", dpo.beta());
         }
+        if (recipe.objective() instanceof Recipe.Objective.Grpo grpo) {
+            grpo(recipe, grpo, objective);
+        }
         return objective;
+    }
+
+    /** The sampling and loss settings of the worker's grpo module, named as in TRL; rewards stay in Java. */
+    private static void grpo(Recipe recipe, Recipe.Objective.Grpo grpo, JsonObject objective) {
+        if (recipe.output().loraModelDir() != null && grpo.beta() != 0) {
+            // the JVM trainer's reference is then a frozen copy of that adapter; the worker's is the base model
+            throw new UserError("lora_model_dir", "GRPO with beta > 0 from a saved adapter is not in the fsdp backend "
+                    + "yet", "train it with backend: single, or use trl.beta: 0");
+        }
+        objective.addProperty("num_generations", grpo.numGenerations());
+        objective.addProperty("max_completion_length", grpo.maxCompletionLength());
+        objective.addProperty("temperature", grpo.temperature());
+        objective.addProperty("top_k", grpo.sampling().topK());
+        objective.addProperty("top_p", grpo.sampling().topP());
+        objective.addProperty("min_p", grpo.sampling().minP());
+        objective.addProperty("repetition_penalty", grpo.sampling().repetitionPenalty());
+        objective.addProperty("loss_type", grpo.lossType().key());
+        objective.addProperty("epsilon", grpo.epsilon());
+        objective.addProperty("epsilon_high", grpo.epsilonHigh());
+        if (grpo.delta() != null) {
+            objective.addProperty("delta", grpo.delta());
+        }
+        objective.addProperty("beta", grpo.beta());
+        objective.addProperty("use_bias_correction_kl", grpo.biasCorrectedKl());
+        objective.addProperty("mask_truncated_completions", grpo.maskTruncatedCompletions());
     }
 
     /**
