@@ -1,10 +1,16 @@
 package dev.finetune.trainers.backend.fsdp;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import dev.finetune.recipes.UserError;
 import dev.finetune.recipes.ValidatedRecipe;
+import java.io.ByteArrayOutputStream;
 import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
 import java.util.Locale;
@@ -21,7 +27,11 @@ import org.junit.jupiter.api.io.TempDir;
 class FsdpGrpoTest {
     private static final double TOLERANCE = 1e-4;
 
-    private static String grpo(Path dir, String extra) {
+    private static final String REWARDS = """
+                - {name: contains, field: word}
+                - {name: length, min: 2, max: 6}""";
+
+    private static String grpo(Path dir, String rewards) {
         return """
                 base_model: %s
                 rl: grpo
@@ -32,8 +42,7 @@ class FsdpGrpoTest {
                   beta: 0.04
                   epsilon: 0.2
                   reward_funcs:
-                    - {name: contains, field: word}
-                    - {name: length, min: 2, max: 6}
+                %s
                 datasets:
                   - path: %s
                     type: passthrough
@@ -55,20 +64,19 @@ class FsdpGrpoTest {
                 save_steps: 3
                 seed: 42
                 hardware: cpu
-                %s
-                """.formatted(WorkerEnvironment.stories260K(), WorkerEnvironment.data("quickstart-grpo.jsonl"), dir,
-                extra);
+                """.formatted(WorkerEnvironment.stories260K(), "    " + rewards.replace("\n", "\n    "),
+                WorkerEnvironment.data("quickstart-grpo.jsonl"), dir);
     }
 
     @Test
     void grpoMatchesTheJvmTrainerOnOneAndTwoRanks(@TempDir Path tmp) throws IOException {
         WorkerEnvironment.python();
         long started = System.nanoTime();
-        Path jvm = FsdpRuns.jvm(FsdpRuns.recipe(tmp, "jvm", grpo(tmp.resolve("jvm"), "")));
+        Path jvm = FsdpRuns.jvm(FsdpRuns.recipe(tmp, "jvm", grpo(tmp.resolve("jvm"), REWARDS)));
         long jvmDone = System.nanoTime();
-        FsdpRuns.fsdp(FsdpRuns.recipe(tmp, "one", grpo(tmp.resolve("one"), "")), 1);
+        FsdpRuns.fsdp(FsdpRuns.recipe(tmp, "one", grpo(tmp.resolve("one"), REWARDS)), 1);
         long oneDone = System.nanoTime();
-        ValidatedRecipe two = FsdpRuns.recipe(tmp, "two", grpo(tmp.resolve("two"), ""), "gradient_accumulation_steps=1");
+        ValidatedRecipe two = FsdpRuns.recipe(tmp, "two", grpo(tmp.resolve("two"), REWARDS), "gradient_accumulation_steps=1");
         FsdpRuns.fsdp(two, 2);
         long twoDone = System.nanoTime();
         System.out.printf(Locale.ROOT, "grpo wall time: JVM %.1f s, worker ws1 %.1f s, ws2 %.1f s%n",
@@ -88,5 +96,70 @@ class FsdpGrpoTest {
         System.out.println("ws2 loss: " + FsdpRuns.series(tmp.resolve("two"), "loss"));
         assertEquals(6, FsdpRuns.series(tmp.resolve("two"), "loss").size());
         assertTrue(worst <= TOLERANCE, "worst " + worst);
+        for (String name : List.of("reward", "reward_std", "frac_reward_zero_std", "rewards/contains/mean",
+                "rewards/length/std", "completions/mean_length", "completions/clipped_ratio", "kl", "entropy",
+                "clip_ratio/region_mean")) {
+            assertEquals(6, FsdpRuns.series(tmp.resolve("two"), name).size(), "TRL's " + name + " every step");
+        }
+        assertTrue(Files.isRegularFile(tmp.resolve("two").resolve("adapter_model.safetensors")));
+
+        // Rank 1 is killed (SIGKILL) after step 4: the run fails naming it, and no process is left behind.
+        Path killedDir = tmp.resolve("killed");
+        ValidatedRecipe killed = FsdpRuns.recipe(tmp, "killed", grpo(killedDir, REWARDS), "gradient_accumulation_steps=1");
+        ByteArrayOutputStream log = new ByteArrayOutputStream();
+        FsdpBackend.WorkerFailed failure = assertThrows(FsdpBackend.WorkerFailed.class,
+                () -> FsdpRuns.fsdp(killed, 2, Map.of("FINETUNE_WORKER_KILL_AT", "1:4"), log));
+        System.out.println("killed run: " + failure.getMessage());
+        assertTrue(failure.getMessage().contains("rank 1"), failure.getMessage());
+        assertNothingLeft(log);
+        assertTrue(Files.isDirectory(killedDir.resolve("checkpoint-3")));
+
+        // Resumed on one rank from the 2-rank checkpoint: the same completions, the same losses as uninterrupted.
+        ValidatedRecipe resumed = FsdpRuns.recipe(tmp, "resumed", grpo(killedDir, REWARDS), "resume_from_checkpoint=true");
+        ByteArrayOutputStream resumeLog = new ByteArrayOutputStream();
+        FsdpRuns.fsdp(resumed, 1, Map.of(), resumeLog);
+        assertTrue(resumeLog.toString(StandardCharsets.UTF_8).contains("at step 3 (saved by 2 rank(s))"));
+        for (String key : List.of("loss", "reward", "kl")) {
+            double delta = FsdpRuns.maxDelta(FsdpRuns.series(tmp.resolve("two"), key), FsdpRuns.series(killedDir, key),
+                    1);
+            System.out.printf(Locale.ROOT, "grpo kill after step 4 + resume 2->1 from step 3: max |d %s| %.2e%n", key,
+                    delta);
+            assertTrue(delta <= 1e-5, key + " drifted by " + delta);
+        }
+    }
+
+    @Test
+    void aFailingRewardCommandFailsTheRunInOneLineAndLeavesNoProcess(@TempDir Path tmp) throws IOException {
+        WorkerEnvironment.python();
+        // answers the first completion, then exits: the launcher's CommandReward reports it
+        String reward = "- {name: judge, command: 'read line; echo 1; exit 3', timeout: 60}";
+        ValidatedRecipe recipe = FsdpRuns.recipe(tmp, "failing", grpo(tmp.resolve("failing"), reward),
+                "gradient_accumulation_steps=1");
+        ByteArrayOutputStream log = new ByteArrayOutputStream();
+        Launch launch = new Launch(2, 1, 0, null, WorkerEnvironment.python(), false);
+        UserError error = assertThrows(UserError.class, () -> FsdpBackend.train(recipe, new FsdpBackend.Settings(
+                launch, null, FsdpRuns.writer(log), Map.of(), true)));
+        System.out.println("failing reward command: " + error.oneLine());
+        assertTrue(error.oneLine().contains("judge"), error.oneLine());
+        assertFalse(error.oneLine().contains("\n"), error.oneLine());
+        assertNothingLeft(log);
+
+        // and without --allow-commands nothing starts at all
+        UserError refused = assertThrows(UserError.class, () -> FsdpBackend.train(recipe, new FsdpBackend.Settings(
+                launch, null, FsdpRuns.writer(new ByteArrayOutputStream()), Map.of(), false)));
+        assertTrue(refused.oneLine().contains("--allow-commands"), refused.oneLine());
+    }
+
+    /** Every rank the log names has exited, and this JVM has no child left (no rank, no reward command). */
+    private static void assertNothingLeft(ByteArrayOutputStream log) {
+        for (String line : log.toString(StandardCharsets.UTF_8).split("\n")) {
+            if (line.contains("started, pid ")) {
+                long pid = Long.parseLong(line.substring(line.lastIndexOf(' ') + 1).strip());
+                assertTrue(ProcessHandle.of(pid).map(h -> !h.isAlive()).orElse(true), "rank pid " + pid + " survived");
+            }
+        }
+        List<ProcessHandle> children = ProcessHandle.current().descendants().filter(ProcessHandle::isAlive).toList();
+        assertTrue(children.isEmpty(), "left behind: " + children.stream().map(h -> h.pid() + " "
+                + h.info().commandLine().orElse("?")).toList());
     }
 }
