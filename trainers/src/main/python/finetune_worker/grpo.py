@@ -173,6 +173,71 @@ def _rows(prompts, completions, pad_id):
     return ids, positions, segments, targets, completion_mask
 
 
+class Loss:
+    """``train/grpo/GrpoLoss.java`` in torch (TRL's ``_compute_loss``), with the same settings, names and units."""
+
+    def __init__(self, settings):
+        self.loss_type = settings["loss_type"]
+        self.epsilon_low = float(settings["epsilon"])
+        self.epsilon_high = float(settings["epsilon_high"])
+        self.delta = settings.get("delta")
+        self.beta = float(settings["beta"])
+        self.bias_corrected_kl = bool(settings["use_bias_correction_kl"])
+        self.max_new = int(settings["max_completion_length"])
+
+    def compute(self, logp, old, ref, advantages, mask):
+        """``GrpoLoss.compute``: the batch's summed loss (per completion, or per token for ``dapo``), the
+        completion-token count, and TRL's ``kl`` and ``clip_ratio/*``."""
+        rows = logp.shape[0]
+        lengths = mask.sum(dim=1)
+        tokens = float(lengths.sum())
+        if self.loss_type == "grpo":
+            scale = 1.0 / lengths.clamp(min=1.0)
+        elif self.loss_type == "bnpo":
+            scale = torch.full((rows,), rows / max(1.0, tokens), dtype=torch.float32, device=logp.device)
+        elif self.loss_type == "dr_grpo":
+            scale = torch.full((rows,), 1.0 / self.max_new, dtype=torch.float32, device=logp.device)
+        else:
+            scale = torch.ones((rows,), dtype=torch.float32, device=logp.device)
+        advantage = advantages.to(logp.device).unsqueeze(1)
+        ratio = (logp - old).exp()
+        clipped = ratio.clamp(min=1 - self.epsilon_low, max=1 + self.epsilon_high)
+        unclipped = ratio if self.delta is None else ratio.clamp(max=float(self.delta))
+        per_token = -torch.minimum(unclipped * advantage, clipped * advantage)
+        kl = None
+        if self.beta != 0:
+            to_reference = ref - logp
+            kl = to_reference.exp() - to_reference - 1
+            if self.bias_corrected_kl:
+                kl = kl * ratio
+            per_token = per_token + self.beta * kl
+        total = ((per_token * mask).sum(dim=1) * scale).sum()
+        return total, tokens, self._metrics(unclipped.detach(), None if kl is None else kl.detach(), mask,
+                                            advantages)
+
+    def _metrics(self, ratio, kl, mask, advantages):
+        counted = mask != 0
+        count = max(1.0, float(counted.sum()))
+        sign = advantages.to(ratio.device).unsqueeze(1)
+        low = counted & (ratio < 1 - self.epsilon_low) & (sign < 0)
+        high = counted & (ratio > 1 + self.epsilon_high) & (sign > 0)
+        row_tokens = counted.sum(dim=1)
+        has = row_tokens > 0
+        metrics = {}
+        if kl is not None:
+            metrics["kl"] = float((kl * counted).double().sum()) / count
+        metrics["clip_ratio/low_mean"] = float(low.sum()) / count
+        metrics["clip_ratio/high_mean"] = float(high.sum()) / count
+        metrics["clip_ratio/region_mean"] = float(low.sum() + high.sum()) / count
+        if bool(has.any()):
+            metrics["clip_ratio/low_min"] = float((low.sum(dim=1)[has].double() / row_tokens[has]).min())
+            metrics["clip_ratio/high_max"] = float((high.sum(dim=1)[has].double() / row_tokens[has]).max())
+        else:
+            metrics["clip_ratio/low_min"] = 0.0
+            metrics["clip_ratio/high_max"] = 0.0
+        return metrics
+
+
 class Grpo:
     """The objective: :meth:`start_step` samples and scores the step's micro batches of this rank, :meth:`loss`
     scores one of them in the order the loop runs them, :meth:`evaluate` rolls out and scores the held-out prompts."""
@@ -187,11 +252,8 @@ class Grpo:
         self.generations = int(settings["num_generations"])
         self.max_new = int(settings["max_completion_length"])
         self.loss_type = settings["loss_type"]
-        self.epsilon_low = float(settings["epsilon"])
-        self.epsilon_high = float(settings["epsilon_high"])
-        self.delta = settings.get("delta")
         self.beta = float(settings["beta"])
-        self.bias_corrected_kl = bool(settings["use_bias_correction_kl"])
+        self.objective = Loss(settings)
         self.mask_truncated = bool(settings["mask_truncated_completions"])
         special = data.load_metadata(plan["batches"])
         self.eos_id = int(special["eos_id"])
@@ -336,58 +398,6 @@ class Grpo:
         gathered_targets = targets.clamp(min=0).unsqueeze(-1)
         return logits.log_softmax(-1).gather(-1, gathered_targets).squeeze(-1) * completion_mask
 
-    def compute(self, logp, old, ref, advantages, mask):
-        """``GrpoLoss.compute``: the batch's summed loss (per completion, or per token for ``dapo``), the
-        completion-token count, and TRL's ``kl`` and ``clip_ratio/*``."""
-        rows = logp.shape[0]
-        lengths = mask.sum(dim=1)
-        tokens = float(lengths.sum())
-        if self.loss_type == "grpo":
-            scale = 1.0 / lengths.clamp(min=1.0)
-        elif self.loss_type == "bnpo":
-            scale = torch.full((rows,), rows / max(1.0, tokens), dtype=torch.float32, device=logp.device)
-        elif self.loss_type == "dr_grpo":
-            scale = torch.full((rows,), 1.0 / self.max_new, dtype=torch.float32, device=logp.device)
-        else:
-            scale = torch.ones((rows,), dtype=torch.float32, device=logp.device)
-        advantage = advantages.to(logp.device).unsqueeze(1)
-        ratio = (logp - old).exp()
-        clipped = ratio.clamp(min=1 - self.epsilon_low, max=1 + self.epsilon_high)
-        unclipped = ratio if self.delta is None else ratio.clamp(max=float(self.delta))
-        per_token = -torch.minimum(unclipped * advantage, clipped * advantage)
-        kl = None
-        if self.beta != 0:
-            to_reference = ref - logp
-            kl = to_reference.exp() - to_reference - 1
-            if self.bias_corrected_kl:
-                kl = kl * ratio
-            per_token = per_token + self.beta * kl
-        total = ((per_token * mask).sum(dim=1) * scale).sum()
-        return total, tokens, self._metrics(unclipped.detach(), None if kl is None else kl.detach(), mask,
-                                            advantages)
-
-    def _metrics(self, ratio, kl, mask, advantages):
-        counted = mask != 0
-        count = max(1.0, float(counted.sum()))
-        sign = advantages.to(ratio.device).unsqueeze(1)
-        low = counted & (ratio < 1 - self.epsilon_low) & (sign < 0)
-        high = counted & (ratio > 1 + self.epsilon_high) & (sign > 0)
-        row_tokens = counted.sum(dim=1)
-        has = row_tokens > 0
-        metrics = {}
-        if kl is not None:
-            metrics["kl"] = float((kl * counted).double().sum()) / count
-        metrics["clip_ratio/low_mean"] = float(low.sum()) / count
-        metrics["clip_ratio/high_mean"] = float(high.sum()) / count
-        metrics["clip_ratio/region_mean"] = float(low.sum() + high.sum()) / count
-        if bool(has.any()):
-            metrics["clip_ratio/low_min"] = float((low.sum(dim=1)[has].double() / row_tokens[has]).min())
-            metrics["clip_ratio/high_max"] = float((high.sum(dim=1)[has].double() / row_tokens[has]).max())
-        else:
-            metrics["clip_ratio/low_min"] = 0.0
-            metrics["clip_ratio/high_max"] = 0.0
-        return metrics
-
     def _score_rows(self, model, item, device):
         targets = item["targets"].to(device)
         completion_mask = item["completion_mask"].to(device)
@@ -399,7 +409,7 @@ class Grpo:
                     ref = self._token_log_probs(self._logits(model, item, device), targets, completion_mask)
         logits = self._logits(model, item, device)
         logp = self._token_log_probs(logits, targets, completion_mask)
-        total, tokens, metrics = self.compute(logp, logp.detach(), ref, item["advantages"], mask)
+        total, tokens, metrics = self.objective.compute(logp, logp.detach(), ref, item["advantages"], mask)
         with torch.no_grad():
             logp_all = logits.detach().log_softmax(-1)
             entropy = -(logp_all.exp() * logp_all).sum(-1)
