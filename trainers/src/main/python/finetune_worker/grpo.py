@@ -12,10 +12,16 @@ What lives where (one implementation of each concept):
 * The per-token loss mirrors ``train/grpo/GrpoLoss.java`` (TRL's ``_compute_loss``): it is differentiable, so it has
   to exist in torch as well; the equivalence tests hold the two together.
 
-Sampling under FSDP2: before a rollout round every sharded module is unsharded once (one all-gather per decoder
-layer and one for the root) and kept whole until the round ends, so generating costs no collective per token and
-ranks that generate different lengths need no lockstep. The price is memory: each rank holds the full parameters
-(in the compute dtype) plus the KV cache for the round, as TRL's FSDP path does when it gathers for generation.
+Sampling under FSDP2 takes one of two ways (:meth:`Grpo.rollout_mode`; both sample the same tokens):
+
+* ``gathered`` (on CPU, and on GPUs with room for it): every sharded module is unsharded once per rollout round (one
+  all-gather per decoder layer and one for the root) and kept whole until the round ends, so generating costs no
+  collective per token and ranks that generate different lengths need no lockstep. The price is memory: each rank
+  holds the full parameters in the compute dtype plus the KV cache while it samples.
+* ``per-token`` (where the whole model does not fit beside the rest): the modules all-gather in every forward, as in
+  training, so every generated token costs one all-gather per decoder layer and one for the root, plus a one-number
+  all-reduce that keeps the ranks in lockstep until the last one's rows are done (what ``synced_gpus`` does in
+  transformers' ``generate``).
 """
 
 import contextlib
@@ -262,6 +268,8 @@ class Grpo:
         self.channel = RewardChannel()
         self.pending = []
         self.unit_scale = 1.0
+        self._mode = None
+        self.bf16 = plan.get("bf16", "auto")
 
     def prepare(self, model, train, evaluation, world):
         return train, evaluation
@@ -279,9 +287,10 @@ class Grpo:
         mask.masked_fill_(~allowed, torch.finfo(torch.float32).min)
         return mask
 
-    def sample(self, model, prompts, seed, device):
+    def sample(self, model, prompts, seed, device, lockstep=False):
         """Completions of ``prompts`` (token id lists), ``Generator.java``'s loop: a KV cache, left-padded prompts,
-        stop at EOS (kept) or after ``max_completion_length`` tokens."""
+        stop at EOS (kept) or after ``max_completion_length`` tokens. With ``lockstep`` (the sharded modules
+        all-gather in every forward) a rank whose rows are done keeps running forwards until every rank's are."""
         from transformers import DynamicCache
 
         rows = len(prompts)
@@ -315,7 +324,10 @@ class Grpo:
                 history[r].append(token)
                 if token == self.eos_id or len(completions[r]) == self.max_new:
                     done[r] = True
-            if all(done) or step + 1 == self.max_new:
+            finished = all(done) or step + 1 == self.max_new
+            if lockstep:
+                finished = distributed.max_all(0.0 if finished else 1.0, device) == 0.0
+            if finished:
                 break
             valid = torch.cat([valid, torch.ones((rows, 1), dtype=torch.bool, device=device)], dim=1)
             out = model(input_ids=torch.tensor(chosen, dtype=torch.long, device=device).unsqueeze(1),
@@ -326,10 +338,46 @@ class Grpo:
             chosen = self.sampler.choose(logits, random, history)
         return completions
 
+    def rollout_mode(self, model, world):
+        """``gathered`` (each sharded module all-gathered once per rollout round) when every rank has room for the
+        whole model in its compute dtype next to what it holds, else ``per-token`` (an all-gather per module and
+        forward, the ranks in lockstep). Both sample the same tokens; ``FINETUNE_GRPO_ROLLOUT`` forces one."""
+        if self._mode is not None:
+            return self._mode
+        forced = os.environ.get("FINETUNE_GRPO_ROLLOUT")
+        if forced in ("gathered", "per-token"):
+            self._mode = forced
+        else:
+            fits = 1.0
+            if world.device.type == "cuda":
+                # the gathered copy is in the compute dtype (train.build_model's choice), the shards stay fp32
+                element = 2 if self.bf16 != "false" and torch.cuda.is_bf16_supported() else 4
+                needed = 1.2 * element * sum(p.numel() for p in model.parameters())
+                fits = 1.0 if torch.cuda.mem_get_info(world.device)[0] > needed else 0.0
+            # every rank must take the same way: a collective decides
+            self._mode = "gathered" if -distributed.max_all(-fits, world.device) > 0 else "per-token"
+        if world.rank == 0:
+            print("grpo: sampling %s" % ("with the sharded modules gathered once per rollout round"
+                                         if self._mode == "gathered" else
+                                         "per-token: an all-gather per module and forward, the ranks in lockstep"),
+                  flush=True)
+        return self._mode
+
     def _rollouts(self, model, batches, seeds, world):
         model.eval()
-        with torch.no_grad(), gathered(model, self.reshard_after_forward):
-            return [self.sample(model, self._prompts(b), s, world.device) for b, s in zip(batches, seeds)]
+        with torch.no_grad():
+            if self.rollout_mode(model, world) == "gathered":
+                with gathered(model, self.reshard_after_forward):
+                    return [self.sample(model, self._prompts(b), s, world.device) for b, s in zip(batches, seeds)]
+            # every rank runs as many rollouts (and forwards) as the busiest one; the extra ones are thrown away
+            rounds = int(distributed.max_all(float(len(batches)), world.device))
+            out = []
+            for turn in range(rounds):
+                if turn < len(batches):
+                    out.append(self.sample(model, self._prompts(batches[turn]), seeds[turn], world.device, True))
+                else:
+                    self.sample(model, [[self.pad_id]], 0, world.device, True)
+            return out
 
     def _score(self, split, batches, completions, world):
         """Every rank's completions to the launcher through rank 0; this rank's answers back, in order."""
