@@ -36,10 +36,10 @@ import org.junit.jupiter.api.io.TempDir;
  * a reader written from the format's description (TFRecord framing with masked CRC-32C, {@code Event} and
  * {@code Summary} protocol buffers), and by TensorBoard's own loader where the venv has the package.
  */
-class TensorBoardLogTest {
+public class TensorBoardLogTest {
 
     /** One decoded {@code Event}. */
-    record Event(double wallTime, long step, String fileVersion, Map<String, Float> scalars) {}
+    public record Event(double wallTime, long step, String fileVersion, Map<String, Float> scalars) {}
 
     @Test
     void theEventFileHoldsEveryLoggedLineUnderHfTags(@TempDir Path dir) throws IOException {
@@ -124,7 +124,7 @@ class TensorBoardLogTest {
     }
 
     /** TFRecord: u64 length, masked CRC of those 8 bytes, the record, masked CRC of the record; little endian. */
-    static List<Event> read(Path file) throws IOException {
+    public static List<Event> read(Path file) throws IOException {
         ByteBuffer in = ByteBuffer.wrap(Files.readAllBytes(file)).order(ByteOrder.LITTLE_ENDIAN);
         List<Event> events = new ArrayList<>();
         while (in.hasRemaining()) {

@@ -11,6 +11,8 @@ import dev.finetune.recipes.UserError;
 import dev.finetune.recipes.ValidatedRecipe;
 import dev.finetune.trainers.backend.RunFiles;
 import dev.finetune.trainers.backend.SingleDeviceBackend;
+import dev.finetune.trainers.train.Trainer;
+import dev.finetune.trainers.train.output.LogWindow;
 import dev.finetune.trainers.train.output.LossCurve;
 import dev.finetune.trainers.train.output.MetricsLog;
 import dev.finetune.trainers.train.output.Progress;
@@ -159,14 +161,15 @@ public final class FsdpBackend {
                 workerFolder.resolve("logs").toAbsolutePath(), runId(recipe));
         Map<String, String> env = new LinkedHashMap<>(launch.environment(workerFolder.toAbsolutePath(), cpu,
                 Runtime.getRuntime().availableProcessors()));
+        Trainer.Run schedule = plan.run();
         try (RewardChannel rewards = RewardChannel.open(validated, tokenizerDir, settings.allowCommands())) {
-            return rewards == null ? run(command, env, outputDir, launch, settings)
-                    : rewards.around(env, ranks -> run(command, ranks, outputDir, launch, settings));
+            return rewards == null ? run(command, env, outputDir, launch, settings, schedule)
+                    : rewards.around(env, ranks -> run(command, ranks, outputDir, launch, settings, schedule));
         }
     }
 
     private static Result run(List<String> command, Map<String, String> env, Path outputDir, Launch launch,
-            Settings settings) {
+            Settings settings, Trainer.Run schedule) {
         PrintWriter out = settings.out();
         ProcessBuilder builder = new ProcessBuilder(command).redirectErrorStream(true);
         builder.environment().putAll(env);
@@ -177,7 +180,7 @@ public final class FsdpBackend {
         } catch (IOException e) {
             throw new UserError("python", "cannot start torchrun: " + e.getMessage(), "check --python");
         }
-        Run run = new Run(outputDir, launch, settings);
+        Run run = new Run(outputDir, launch, settings, schedule);
         // The JVM stopping (Ctrl-C, kill) takes every rank with it.
         Thread reaper = new Thread(() -> stopAll(process, run.pids));
         Runtime.getRuntime().addShutdownHook(reaper);
@@ -262,7 +265,10 @@ public final class FsdpBackend {
         private final List<Long> pids = new java.util.concurrent.CopyOnWriteArrayList<>();
         private final List<Map<String, Object>> peaks = new ArrayList<>();
         private final List<String> saved = new ArrayList<>();
+        private final Trainer.Run schedule;
         private MetricsLog metrics;
+        private LogWindow window;
+        private long totalSteps;
         private Progress progress;
         private long step;
         private double lastLoss = Double.NaN;
@@ -275,8 +281,9 @@ public final class FsdpBackend {
         private boolean done;
         private String failedRank;
 
-        Run(Path outputDir, Launch launch, Settings settings) {
+        Run(Path outputDir, Launch launch, Settings settings, Trainer.Run schedule) {
             this.outputDir = outputDir;
+            this.schedule = schedule;
             this.launch = launch;
             this.settings = settings;
             String name;
@@ -386,8 +393,12 @@ public final class FsdpBackend {
                     step = event.get("step").getAsLong();
                     long total = event.get("total_steps").getAsLong();
                     if (launch.nodeRank() == 0) {
-                        metrics = step > 0 ? MetricsLog.resume(outputDir, step) : MetricsLog.start(outputDir);
+                        boolean tensorBoard = schedule.tensorBoard();
+                        metrics = step > 0 ? MetricsLog.resume(outputDir, step, tensorBoard)
+                                : MetricsLog.start(outputDir, tensorBoard);
                     }
+                    totalSteps = total;
+                    window = new LogWindow(schedule.schedule().logEvery());
                     out.printf(Locale.ROOT, "[%s] model: %,d parameters, %,d trainable, on %s; %d steps%n", who,
                             event.get("parameters").getAsLong(), event.get("trainable_parameters").getAsLong(),
                             event.get("device").getAsString(), total);
@@ -420,8 +431,10 @@ public final class FsdpBackend {
             // JSON numbers come back as doubles; the step is an integer in metrics.jsonl as the JVM trainer writes it.
             long at = json.get("step").getAsLong();
             line.put("step", at);
-            if (metrics != null) {
-                metrics.write(line);
+            // The worker reports every step; logging_steps folds them here, as the JVM trainer's loop does.
+            Map<String, Object> logged = window == null ? line : window.add(at, totalSteps, line);
+            if (metrics != null && logged != null) {
+                metrics.write(logged);
             }
             if (json.has("eval_loss")) {
                 lastEval = json.get("eval_loss").getAsDouble();
@@ -433,7 +446,7 @@ public final class FsdpBackend {
                 step = at;
                 lastLoss = json.get("loss").getAsDouble();
                 if (progress != null) {
-                    progress.step(at, line);
+                    progress.step(at, logged);
                 }
             }
         }
