@@ -64,10 +64,10 @@ final class PlanCommand implements Callable<Integer> {
         BatchPlan batch = validated.plan();
         Hardware hardware = hardware(validated.recipe());
         RunPlan run = runPlan(validated, recipeArgs.recipe(), modelConfig, hardware, regime(),
-                hardware instanceof Hardware.Cpu && !json ? GemmRate.ENGINE : null);
+                hardware instanceof Hardware.Cpu ? GemmRate.ENGINE : null);
         MemoryPlan plan = run.memory();
         if (json) {
-            out.println(PlanJson.render(plan));
+            out.println(PlanJson.render(run));
         } else {
             out.print(batch.describe());
             out.println();

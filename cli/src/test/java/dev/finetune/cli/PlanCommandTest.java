@@ -36,6 +36,19 @@ class PlanCommandTest {
         assertEquals(8, o.getAsJsonObject("batch").get("ranks").getAsInt());
         assertEquals(o.getAsJsonObject("batch").get("micro").getAsInt() * 8 * o.getAsJsonObject("batch").get("accumulation").getAsInt(),
                 o.getAsJsonObject("batch").get("global").getAsInt());
+        assertTrue(o.get("time").isJsonNull(), "no GPU type, no time: " + o.get("time"));
+        assertTrue(o.get("time_note").getAsString().contains("gpu_type"), o.get("time_note").getAsString());
+
+        MainProcessTest.Run priced = MainProcessTest.run(work, "plan", config("llama-3.1-70b/full-fsdp.yaml").toString(), "--json",
+                "hardware.gpu_type=H100", "hardware.cost_per_gpu_hour=2", "max_steps=100");
+        JsonObject time = JsonParser.parseString(priced.out()).getAsJsonObject().getAsJsonObject("time");
+        assertEquals(100, time.get("total_steps").getAsLong());
+        assertEquals(8, time.get("devices").getAsInt());
+        double wall = time.get("total_tokens").getAsDouble() / (time.get("tokens_per_second_per_device").getAsDouble() * 8);
+        assertEquals(wall, time.get("wall_seconds").getAsDouble(), wall * 1e-9);
+        assertEquals(wall / 3600 * 8 * 2, time.get("cost").getAsDouble(), 1e-6);
+        assertEquals(time.get("tokens_per_second_per_device").getAsDouble() * time.get("flops_per_token").getAsDouble(),
+                time.get("effective_flops").getAsDouble(), 1e3);
     }
 
     @Test

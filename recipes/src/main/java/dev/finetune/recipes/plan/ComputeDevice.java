@@ -10,8 +10,10 @@ import java.util.Locale;
  * @param peakFlops floating-point operations per second at the training's compute dtype
  * @param utilization share of {@code peakFlops} the training reaches
  * @param bandwidth device memory bytes per second, 0 when unknown (generation is then bounded by FLOPs only)
+ * @param secondsPerCall one engine call on a tiny tensor, measured on a CPU; 0 on a GPU, whose worker's per-op cost
+ *     hides behind the kernels of large models and is not modelled
  */
-public record ComputeDevice(String label, double peakFlops, double utilization, double bandwidth) {
+public record ComputeDevice(String label, double peakFlops, double utilization, double bandwidth, double secondsPerCall) {
 
     /**
      * Utilisation assumed on a GPU. Eager transformers + PEFT training without torch.compile typically reaches 30–50 %
@@ -20,10 +22,12 @@ public record ComputeDevice(String label, double peakFlops, double utilization, 
      */
     public static final double GPU_UTILIZATION = 0.40;
     /**
-     * Utilisation assumed on a CPU, relative to the GEMM rate measured on this machine at the model's shape: the
-     * single-device trainer spends the rest in attention, norms, the loss and the optimizer.
+     * Utilisation assumed on a CPU, relative to the GEMM rate measured on this machine at the model's projection
+     * shape. What the trainer does besides matmuls (engine calls, attention scores, norms, the loss, the optimizer) is
+     * charged on its own ({@link CpuOverhead}), so the matmuls are taken at the measured rate; backward GEMMs on
+     * transposed operands and LoRA's rank-r products run somewhat below it, which the estimate does not guess at.
      */
-    public static final double CPU_UTILIZATION = 0.5;
+    public static final double CPU_UTILIZATION = 1.0;
 
     public ComputeDevice {
         if (!(peakFlops > 0) || !(utilization > 0) || utilization > 1) {
@@ -43,19 +47,21 @@ public record ComputeDevice(String label, double peakFlops, double utilization, 
         double peak = tflops != null ? tflops : half ? a.halfTflops() : a.fp32Tflops();
         String what = tflops != null ? "given peak" : (half ? "16-bit" : "fp32") + " dense peak";
         return new ComputeDevice(a.name() + ", " + what + " " + fmt(peak) + " TFLOPS", peak * 1e12,
-                utilization != null ? utilization : GPU_UTILIZATION, a.bandwidthTbs() * 1e12);
+                utilization != null ? utilization : GPU_UTILIZATION, a.bandwidthTbs() * 1e12, 0);
     }
 
     /** A GPU known only by the peak the recipe gives. */
     public static ComputeDevice gpu(double tflops, Double utilization) {
         return new ComputeDevice("GPU, given peak " + fmt(tflops) + " TFLOPS", tflops * 1e12,
-                utilization != null ? utilization : GPU_UTILIZATION, 0);
+                utilization != null ? utilization : GPU_UTILIZATION, 0, 0);
     }
 
-    /** This machine's CPU at the matrix-multiply rate measured on it. */
-    public static ComputeDevice cpu(double measuredFlops, String how, Double utilization) {
+    /**
+     * This machine's CPU at the rates measured on it: matrix multiply, elementwise bandwidth and one engine call.
+     */
+    public static ComputeDevice cpu(double measuredFlops, String how, Double utilization, double bandwidth, double secondsPerCall) {
         return new ComputeDevice("this CPU, measured " + how + " " + fmt(measuredFlops / 1e9) + " GFLOPS", measuredFlops,
-                utilization != null ? utilization : CPU_UTILIZATION, 0);
+                utilization != null ? utilization : CPU_UTILIZATION, bandwidth, secondsPerCall);
     }
 
     /** FLOP/s a training step achieves. */

@@ -2,6 +2,7 @@ package dev.finetune.recipes.plan;
 
 import com.google.gson.GsonBuilder;
 import com.google.gson.JsonArray;
+import com.google.gson.JsonNull;
 import com.google.gson.JsonObject;
 import java.util.Locale;
 
@@ -12,6 +13,47 @@ public final class PlanJson {
 
     public static String render(MemoryPlan plan) {
         return new GsonBuilder().setPrettyPrinting().disableHtmlEscaping().create().toJson(toJson(plan));
+    }
+
+    /** Memory and, under {@code "time"}, the same time and cost numbers the text plan prints. */
+    public static String render(RunPlan run) {
+        JsonObject o = toJson(run.memory());
+        if (run.time() != null) {
+            o.add("time", time(run.time()));
+        } else {
+            o.add("time", JsonNull.INSTANCE);
+            o.addProperty("time_note", run.noTime());
+        }
+        return new GsonBuilder().setPrettyPrinting().disableHtmlEscaping().serializeNulls().create().toJson(o);
+    }
+
+    /** Absent totals (steps unknown before the data is read, no price) are {@code null}, never 0. */
+    static JsonObject time(TimeModel.Estimate t) {
+        JsonObject o = new JsonObject();
+        o.addProperty("flops_per_token", t.flops().perToken());
+        o.addProperty("flops_formula", t.flops().formula());
+        o.addProperty("device", t.device().label());
+        o.addProperty("peak_flops", t.device().peakFlops());
+        o.addProperty("utilization", t.device().utilization());
+        o.addProperty("effective_flops", t.device().effectiveFlops());
+        o.addProperty("bandwidth_bytes_per_second", t.device().bandwidth());
+        o.addProperty("seconds_per_call", t.device().secondsPerCall());
+        if (t.overhead() != null) {
+            o.addProperty("calls_per_step", t.overhead().calls());
+            o.addProperty("memory_bound_bytes_per_step", t.overhead().bytes());
+            o.addProperty("overhead_seconds_per_step", t.overheadSecondsPerStep());
+        }
+        o.addProperty("devices", t.devices());
+        o.addProperty("tokens_per_second_per_device", t.tokensPerSecondPerDevice());
+        o.addProperty("tokens_per_step", t.tokensPerStep());
+        o.addProperty("seconds_per_step", t.secondsPerStep());
+        o.addProperty("generation_seconds_per_step", t.generationSecondsPerStep());
+        o.addProperty("total_steps", t.totalSteps());
+        o.addProperty("total_tokens", t.totalTokens());
+        o.addProperty("wall_seconds", t.totalSeconds());
+        o.addProperty("cost_per_gpu_hour", t.costPerGpuHour());
+        o.addProperty("cost", t.cost());
+        return o;
     }
 
     public static JsonObject toJson(MemoryPlan plan) {

@@ -16,13 +16,19 @@ import java.nio.file.Path;
  */
 public record RunPlan(MemoryPlan memory, TimeModel.Estimate time, String noTime) {
 
-    /** This machine's matrix-multiply rate, measured by whoever has an engine (the recipes module has none). */
+    /** This machine's rates, measured by whoever has an engine (the recipes module has none). */
     public interface CpuRate {
         /** FLOP/s at the shape of {@code model}'s projections with {@code tokens} rows. */
         double flops(ModelConfig model, long tokens);
 
         /** What was measured, printed with the rate. */
         String how(ModelConfig model, long tokens);
+
+        /** Bytes per second an elementwise op moves on arrays too large for the caches. */
+        double bandwidth();
+
+        /** Seconds of one engine call on a tiny tensor: what every call costs before any arithmetic. */
+        double secondsPerCall();
     }
 
     /**
@@ -53,7 +59,8 @@ public record RunPlan(MemoryPlan memory, TimeModel.Estimate time, String noTime)
                 return new RunPlan(memory, null, "time: not estimated (no engine to measure this CPU's matrix-multiply rate)");
             }
             long tokens = (long) setup.sequencesPerMicroBatch() * setup.trainedSequenceLength();
-            device = ComputeDevice.cpu(cpu.flops(found.config(), tokens), cpu.how(found.config(), tokens), given.utilization());
+            device = ComputeDevice.cpu(cpu.flops(found.config(), tokens), cpu.how(found.config(), tokens), given.utilization(),
+                    cpu.bandwidth(), cpu.secondsPerCall());
         } else if (given.gpu() != null) {
             device = ComputeDevice.gpu(Accelerator.lookup(given.gpu()).orElseThrow(), setup.precision(), given.peakTflops(),
                     given.utilization());

@@ -25,7 +25,10 @@ import java.util.Locale;
  *   <li>GRPO also generates its completions: prefill and decoding at one forward per token, but a decoding step
  *       reads every weight once, so it takes at least the weight bytes over the memory bandwidth.
  * </ul>
- * NF4 dequantization, data loading, evaluation, checkpoints and (for FSDP) communication are not counted.
+ * On a CPU the single-device trainer's engine calls and memory-bound ops are added per step ({@link CpuOverhead}):
+ * on small models they, not the FLOPs, set the step time. GRPO's decoding there costs one forward pass's calls per
+ * generated token. NF4 dequantization, data loading, evaluation, checkpoints and (for FSDP) communication are not
+ * counted.
  */
 public final class TimeModel {
 
@@ -41,9 +44,15 @@ public final class TimeModel {
      * @param secondsPerStep one optimizer step, generation included
      * @param totalSteps {@code null} when unknown before the data is read
      * @param costPerGpuHour {@code null} when the recipe gives none
+     * @param overhead the CPU trainer's calls and memory traffic per step, {@code null} on a GPU
      */
     public record Estimate(TrainingSetup setup, ComputeDevice device, Flops flops, long tokensPerStep, double secondsPerStep,
-            double generationSecondsPerStep, Long totalSteps, Double costPerGpuHour) {
+            double generationSecondsPerStep, Long totalSteps, Double costPerGpuHour, CpuOverhead overhead) {
+
+        /** Seconds of each step spent on the overhead, 0 on a GPU. */
+        public double overheadSecondsPerStep() {
+            return overhead == null ? 0 : overhead.seconds(device);
+        }
 
         public int devices() {
             return setup.ranks();
@@ -76,6 +85,12 @@ public final class TimeModel {
                     .append(" utilisation = ").append(si(device.effectiveFlops())).append("FLOPS → ")
                     .append(count(tokensPerSecondPerDevice())).append(" tokens/s per device × ").append(devices())
                     .append(devices() == 1 ? " device" : " devices").append('\n');
+            if (overhead != null) {
+                out.append("           including per step ").append(seconds(overheadSecondsPerStep())).append(" of ")
+                        .append(seconds(secondsPerStep)).append(": ").append(overhead.how()).append(" at ")
+                        .append(String.format(Locale.ROOT, "%.1f µs per call and %.1f GB/s", device.secondsPerCall() * 1e6,
+                                device.bandwidth() / 1e9)).append('\n');
+            }
             if (generationSecondsPerStep > 0) {
                 out.append("           GRPO generation: ").append(seconds(generationSecondsPerStep)).append(" of each step's ")
                         .append(seconds(secondsPerStep)).append('\n');
@@ -160,6 +175,10 @@ public final class TimeModel {
         Flops flops = flops(s);
         long perDevice = (long) s.sequencesPerMicroBatch() * s.trainedSequenceLength() * s.gradientAccumulation();
         double seconds = perDevice * flops.perToken() / device.effectiveFlops();
+        CpuOverhead overhead = device.secondsPerCall() > 0 ? CpuOverhead.of(s) : null;
+        if (overhead != null) {
+            seconds += overhead.seconds(device);
+        }
         double generation = 0;
         if (s.objective() instanceof Objective.Grpo g) {
             long sequences = g.generationBatch() > 0 ? g.generationBatch() : (long) s.microBatch() * s.gradientAccumulation();
@@ -167,10 +186,12 @@ public final class TimeModel {
                     / device.effectiveFlops();
             double weightBytes = (double) s.model().parameters().total() * s.precision().frozenWeight() / (s.sharding().shards() ? s.ranks() : 1);
             double reads = device.bandwidth() > 0 ? g.maxCompletionLength() * weightBytes / device.bandwidth() : 0;
-            generation = Math.max(compute, reads);
+            double calls = overhead == null ? 0
+                    : g.maxCompletionLength() * (double) CpuOverhead.forwardCalls(s) * device.secondsPerCall();
+            generation = Math.max(compute, reads) + calls;
             seconds += generation;
         }
-        return new Estimate(s, device, flops, perDevice * s.ranks(), seconds, generation, totalSteps, costPerGpuHour);
+        return new Estimate(s, device, flops, perDevice * s.ranks(), seconds, generation, totalSteps, costPerGpuHour, overhead);
     }
 
     static String count(double n) {

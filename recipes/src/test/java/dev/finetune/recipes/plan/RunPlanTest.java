@@ -5,6 +5,8 @@ import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import com.google.gson.JsonObject;
+import com.google.gson.JsonParser;
 import dev.finetune.recipes.InvalidRecipe;
 import dev.finetune.recipes.ValidatedRecipe;
 import java.io.IOException;
@@ -120,5 +122,122 @@ class RunPlanTest {
         String line = e.errors().get(0).oneLine();
         assertTrue(line.contains("hardware.gpu_type 'H10' is not in the plan's device table"), line);
         assertTrue(line.contains("did you mean"), line);
+    }
+
+    /** {@code plan --json} carries the numbers the text prints: per-token FLOPs, tokens/s, wall time and cost. */
+    @Test
+    void theJsonPlanHasTheTimeAndCostOfTheTextPlan(@TempDir Path dir) throws IOException {
+        RunPlan run = plan(dir, """
+                base_model: meta-llama/Llama-3.1-8B
+                datasets: [{path: yahma/alpaca-cleaned, type: alpaca}]
+                adapter: lora
+                lora_r: 16
+                lora_alpha: 32
+                lora_target_linear: true
+                sequence_len: 2048
+                micro_batch_size: 2
+                gradient_accumulation_steps: 8
+                max_steps: 1000
+                learning_rate: 2e-4
+                bf16: true
+                hardware: {gpus: 1, gpu_type: H100, cost_per_gpu_hour: 2.5}
+                """);
+        JsonObject time = JsonParser.parseString(PlanJson.render(run)).getAsJsonObject().getAsJsonObject("time");
+        assertEquals(33_491_517_440.0, time.get("flops_per_token").getAsDouble(), 1);
+        assertEquals(989e12 * 0.4 / 33_491_517_440.0, time.get("tokens_per_second_per_device").getAsDouble(), 1e-6);
+        assertEquals(32_768, time.get("tokens_per_step").getAsLong());
+        assertEquals(1000, time.get("total_steps").getAsLong());
+        assertEquals(32_768_000.0, time.get("total_tokens").getAsDouble());
+        assertEquals(run.time().totalSeconds(), time.get("wall_seconds").getAsDouble(), 1e-9);
+        assertEquals(2774, time.get("wall_seconds").getAsDouble(), 1);
+        assertEquals(2.5, time.get("cost_per_gpu_hour").getAsDouble());
+        assertEquals(1.93, time.get("cost").getAsDouble(), 0.005);
+        assertEquals(1, time.get("devices").getAsInt());
+        assertTrue(time.get("device").getAsString().startsWith("H100-SXM"), time.toString());
+
+        RunPlan unpriced = plan(dir, """
+                base_model: meta-llama/Llama-3.1-8B
+                datasets: [{path: yahma/alpaca-cleaned, type: alpaca}]
+                micro_batch_size: 1
+                gradient_accumulation_steps: 1
+                learning_rate: 1e-5
+                hardware: {gpus: 1, gpu_memory: 80GiB}
+                """);
+        JsonObject o = JsonParser.parseString(PlanJson.render(unpriced)).getAsJsonObject();
+        assertTrue(o.get("time").isJsonNull());
+        assertTrue(o.get("time_note").getAsString().contains("hardware.gpu_type"), o.toString());
+    }
+
+    /**
+     * On a CPU the step is the matmuls at the measured GEMM rate plus the engine's calls and memory-bound traffic
+     * (CpuOverhead). The quickstart's shape (stories260K: 5 layers, dim 64, 8 heads, 4 KV heads, MLP 172, vocab 512;
+     * LoRA r=8 on the 7 projections, micro batch 4 × 256 tokens, one micro step) with rates given here: 100 GFLOPS,
+     * 10 GB/s, 10 µs per call. Calls: 80 + 62 · 5 layers + 6 · 35 adapted linears = 600 in the forward, and
+     * 15 × 70 LoRA tensors after backward: 1650. Attention scores: 14 passes × 5 layers × 4 × 8 heads × 256² × 4 B
+     * = 587,202,560 B.
+     */
+    @Test
+    void onACpuTheEngineCallsAndTheAttentionScoresAreCharged(@TempDir Path dir) throws IOException {
+        Path config = dir.resolve("config.json");
+        Files.writeString(config, """
+                {"model_type": "llama", "vocab_size": 512, "hidden_size": 64, "num_hidden_layers": 5,
+                 "num_attention_heads": 8, "num_key_value_heads": 4, "intermediate_size": 172,
+                 "rms_norm_eps": 1e-5, "max_position_embeddings": 512, "tie_word_embeddings": false, "torch_dtype": "float32"}""");
+        Files.writeString(dir.resolve("d.jsonl"), "{\"text\": \"Once upon a time\"}\n");
+        Path file = dir.resolve("r.yaml");
+        Files.writeString(file, """
+                base_model: ./
+                datasets: [{path: d.jsonl, type: completion}]
+                adapter: lora
+                lora_r: 8
+                lora_alpha: 16
+                lora_target_linear: true
+                sequence_len: 256
+                sample_packing: true
+                micro_batch_size: 4
+                gradient_accumulation_steps: 1
+                max_steps: 100
+                learning_rate: 3e-3
+                hardware: cpu
+                backend: single
+                """);
+        ValidatedRecipe v = ValidatedRecipe.load(file, List.of());
+        RunPlan.CpuRate rates = new RunPlan.CpuRate() {
+            @Override
+            public double flops(dev.finetune.recipes.model.ModelConfig model, long tokens) {
+                return 100e9;
+            }
+
+            @Override
+            public String how(dev.finetune.recipes.model.ModelConfig model, long tokens) {
+                return "given";
+            }
+
+            @Override
+            public double bandwidth() {
+                return 10e9;
+            }
+
+            @Override
+            public double secondsPerCall() {
+                return 10e-6;
+            }
+        };
+        RunPlan run = RunPlan.of(v, dir, null, RecipeSetup.hardware(v.recipe().hardware()), null, rates);
+        CpuOverhead overhead = run.time().overhead();
+        assertEquals(600 + 15 * 70, overhead.calls());
+        double scores = 14.0 * 5 * 4 * 8 * 256 * 256 * 4;
+        assertEquals(587_202_560.0, scores);
+        assertTrue(overhead.bytes() > scores, overhead.how());
+        double matmuls = 1024 * run.time().flops().perToken() / 100e9;
+        double expected = matmuls + 1650 * 10e-6 + overhead.bytes() / 10e9;
+        assertEquals(expected, run.time().secondsPerStep(), 1e-12);
+        assertEquals(1024 / expected, run.time().tokensPerSecondPerDevice(), 1e-9);
+        assertTrue(run.time().overheadSecondsPerStep() > matmuls, "on a tiny model the overhead sets the step");
+        JsonObject time = JsonParser.parseString(PlanJson.render(run)).getAsJsonObject().getAsJsonObject("time");
+        assertEquals(1650, time.get("calls_per_step").getAsLong());
+        assertEquals(10e-6, time.get("seconds_per_call").getAsDouble(), 1e-15);
+        assertTrue(time.get("cost").isJsonNull());
+        assertTrue(run.describeTime().contains("1,650 engine calls"), run.describeTime());
     }
 }

@@ -8,15 +8,21 @@ import dev.finetune.recipes.model.ModelConfig;
 import dev.finetune.recipes.plan.RunPlan;
 
 /**
- * The float32 matrix-multiply rate of this machine's CPU through the engine the trainer uses, measured at the shape of
- * a model's MLP projection (a micro batch of tokens times hidden × intermediate), because small matrices run far below
- * the peak and the time estimate should see what training will see. Measured when asked, never cached: the shared
- * cores' load is part of what the run will get.
+ * This machine's CPU rates through the engine the trainer uses: the float32 matrix-multiply rate at the shape of a
+ * model's MLP projection (a micro batch of tokens times hidden × intermediate), because small matrices run far below
+ * the peak and the time estimate should see what training will see; the bandwidth of an elementwise op on arrays
+ * larger than the caches; and the round trip of one call on a tiny tensor. Measured when asked, never cached: the
+ * shared cores' load is part of what the run will get.
  */
 public final class GemmRate implements RunPlan.CpuRate {
     /** The rate as the plan asks for it. */
     public static final GemmRate ENGINE = new GemmRate();
 
+    /** 16 MiB per operand: past the last-level cache, like the attention scores and activations of a step. */
+    private static final int BANDWIDTH_ELEMENTS = 4 << 20;
+    private static final int BANDWIDTH_REPEATS = 9;
+    /** Calls timed one by one; the median is the rate. */
+    private static final int CALL_REPEATS = 201;
     /** Enough repetitions for about 50 ms of work at a few GFLOPS, and at least three. */
     private static final double TARGET_FLOPS = 5e8;
     /** Rows beyond this change the rate little and only cost time. */
@@ -45,6 +51,39 @@ public final class GemmRate implements RunPlan.CpuRate {
             java.util.Arrays.sort(seconds);
             return flops / seconds[repeats / 2];
         }
+    }
+
+    /** Bytes per second of {@code a + b} into a new array: two operands read, one result written. */
+    @Override
+    public double bandwidth() {
+        try (NDManager manager = NDManager.newBaseManager()) {
+            NDArray a = manager.ones(new Shape(BANDWIDTH_ELEMENTS), DataType.FLOAT32);
+            NDArray b = manager.ones(new Shape(BANDWIDTH_ELEMENTS), DataType.FLOAT32);
+            a.add(b).close();
+            double seconds = median(BANDWIDTH_REPEATS, () -> a.add(b).close());
+            return 3.0 * 4 * BANDWIDTH_ELEMENTS / seconds;
+        }
+    }
+
+    @Override
+    public double secondsPerCall() {
+        try (NDManager manager = NDManager.newBaseManager()) {
+            NDArray a = manager.ones(new Shape(1), DataType.FLOAT32);
+            NDArray b = manager.ones(new Shape(1), DataType.FLOAT32);
+            a.add(b).close();
+            return median(CALL_REPEATS, () -> a.add(b).close());
+        }
+    }
+
+    private static double median(int repeats, Runnable op) {
+        double[] seconds = new double[repeats];
+        for (int i = 0; i < repeats; i++) {
+            long start = System.nanoTime();
+            op.run();
+            seconds[i] = (System.nanoTime() - start) / 1e9;
+        }
+        java.util.Arrays.sort(seconds);
+        return seconds[repeats / 2];
     }
 
     @Override
