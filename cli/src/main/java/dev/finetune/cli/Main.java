@@ -37,9 +37,6 @@ import picocli.CommandLine.Spec;
         versionProvider = Main.Version.class,
         description = "Fine-tune large language models from one YAML recipe.%n"
                 + "With a recipe and no command: validate it, print the batch plan, then train.",
-        subcommands = {ValidateCommand.class, PlanCommand.class, DiffCommand.class, ConfigsCommand.class, GenerateCommand.class,
-                MergeLoraCommand.class, BenchGenerateCommand.class, BenchTrainCommand.class, RewardsCommand.class,
-                PreprocessCommand.class, LaunchCommand.class, AutoComplete.GenerateCompletion.class},
         footerHeading = "%nExamples:%n",
         footer = {
             "  finetune configs cp quickstart.yaml my.yaml        copy a shipped recipe to start from",
@@ -182,6 +179,9 @@ public final class Main implements Callable<Integer> {
      */
     public static int execute(PrintWriter out, PrintWriter err, String... args) {
         CommandLine cli = new CommandLine(new Main());
+        for (Class<?> command : subcommandsFor(args)) {
+            cli.addSubcommand(command);
+        }
         if (out != null) {
             cli.setOut(out);
         }
@@ -225,6 +225,37 @@ public final class Main implements Callable<Integer> {
             cli.getOut().flush();
             cli.getErr().flush();
         }
+    }
+
+    /** Every subcommand, in the order the help lists them (a method: naming a class loads it). */
+    static List<Class<?>> allSubcommands() {
+        return List.of(ValidateCommand.class, PlanCommand.class, DiffCommand.class, ConfigsCommand.class,
+                GenerateCommand.class, MergeLoraCommand.class, BenchGenerateCommand.class, BenchTrainCommand.class,
+                RewardsCommand.class, PreprocessCommand.class, LaunchCommand.class, AutoComplete.GenerateCompletion.class);
+    }
+
+    /** The commands that answer at once: the launcher's quick commands. */
+    static final List<String> QUICK = List.of("validate", "plan", "diff", "configs");
+
+    static Class<?> quick(String name) {
+        return switch (name) {
+            case "validate" -> ValidateCommand.class;
+            case "plan" -> PlanCommand.class;
+            case "diff" -> DiffCommand.class;
+            case "configs" -> ConfigsCommand.class;
+            default -> null;
+        };
+    }
+
+    /**
+     * picocli builds each registered command's model by reflection over its options and mixins, and its own classes
+     * cannot go into the launcher's class-data archive (they are Java 5 bytecode), so registering all twelve commands
+     * was a good part of {@code validate}'s start-up. A quick command gets only itself; anything else (help, a recipe,
+     * the completion script that lists them all) gets every command.
+     */
+    static List<Class<?>> subcommandsFor(String... args) {
+        Class<?> quick = args.length > 0 ? quick(args[0]) : null;
+        return quick != null ? List.of(quick) : allSubcommands();
     }
 
     public static void main(String[] args) {

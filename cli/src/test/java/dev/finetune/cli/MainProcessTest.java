@@ -124,6 +124,30 @@ class MainProcessTest {
         assertTrue(heavy.isEmpty(), "validate loaded " + heavy);
     }
 
+    /**
+     * picocli builds the model of every registered command by reflection, and its own classes cannot be archived for
+     * fast start-up; a quick command registers only itself, while help still lists every command.
+     */
+    @Test
+    void validateBuildsOnlyItsOwnCommandAndHelpListsThemAll(@TempDir Path work) throws Exception {
+        Run r = runWith(work, List.of("-Xlog:class+load:stdout"), "validate", repoRoot().resolve("configs/quickstart.yaml").toString());
+        assertEquals(0, r.exit(), r.err());
+        List<String> others = r.out().lines()
+                .filter(l -> l.contains(" dev.finetune.cli.BenchTrainCommand ") || l.contains(" dev.finetune.cli.GenerateCommand "))
+                .toList();
+        assertTrue(others.isEmpty(), "validate loaded " + others);
+        for (String quick : Main.QUICK) {
+            assertEquals(quick, Main.quick(quick).getAnnotation(picocli.CommandLine.Command.class).name());
+            assertTrue(Main.allSubcommands().contains(Main.quick(quick)), quick);
+        }
+        InProcess.Run help = InProcess.finetune("--help");
+        assertEquals(0, help.exit(), help.err());
+        for (Class<?> command : Main.allSubcommands()) {
+            String name = command.getAnnotation(picocli.CommandLine.Command.class).name();
+            assertTrue(help.out().contains("  " + name + " "), name + " missing from\n" + help.out());
+        }
+    }
+
     @Test
     void configsListCatAndCopyWithoutClobbering(@TempDir Path work) throws Exception {
         Run ls = run(work, "configs", "ls");
