@@ -60,6 +60,8 @@ public record CpuOverhead(long calls, double bytes, String how) {
         long kept = LayerActivations.bytesPerToken(c, s.kernels().layers(), act, s.adapter(), LayerActivations.castsPerAdapter(s.precision()));
         double activations = (double) ACTIVATION_PASSES * layers * tokens * kept;
         double logits = (double) LOGIT_PASSES * tokens * c.vocabSize() * act;
+        // A forward with no backward of its own (checkpointing's recompute, DPO/GRPO's reference) moves about half of
+        // what a trained pass moves.
         double forwardOnly = (scores + activations) / 2 * ((s.gradientCheckpointing() ? 1 : 0) + (reference ? 1 : 0))
                 + (reference ? logits / 2 : 0);
         double optimizer = (double) OPTIMIZER_BYTES_PER_PARAMETER * p.trainable(s.adapter());
