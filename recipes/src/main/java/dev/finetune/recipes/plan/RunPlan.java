@@ -24,7 +24,7 @@ public record RunPlan(MemoryPlan memory, TimeModel.Estimate time, String noTime)
         /** What was measured, printed with the rate. */
         String how(ModelConfig model, long tokens);
 
-        /** Bytes per second an elementwise op moves on arrays too large for the caches. */
+        /** Bytes per second an elementwise op moves on arrays past the L2 cache. */
         double bandwidth();
 
         /** Seconds of one engine call on a tiny tensor: what every call costs before any arithmetic. */

@@ -11,16 +11,20 @@ import dev.finetune.recipes.plan.RunPlan;
  * This machine's CPU rates through the engine the trainer uses: the float32 matrix-multiply rate at the shape of a
  * model's MLP projection (a micro batch of tokens times hidden × intermediate), because small matrices run far below
  * the peak and the time estimate should see what training will see; the bandwidth of an elementwise op on arrays
- * larger than the caches; and the round trip of one call on a tiny tensor. Measured when asked, never cached: the
+ * past the L2 cache; and the round trip of one call on a tiny tensor. Measured when asked, never cached: the
  * shared cores' load is part of what the run will get.
  */
 public final class GemmRate implements RunPlan.CpuRate {
     /** The rate as the plan asks for it. */
     public static final GemmRate ENGINE = new GemmRate();
 
-    /** 16 MiB per operand: past the last-level cache, like the attention scores and activations of a step. */
-    private static final int BANDWIDTH_ELEMENTS = 4 << 20;
-    private static final int BANDWIDTH_REPEATS = 9;
+    /**
+     * 4 MiB per operand: past a core's L2 and the size of a small model's attention scores, yet small, because the
+     * probe runs inside the training process, whose peak resident memory it must not raise (three 16 MiB arrays did,
+     * by 48 MB).
+     */
+    private static final int BANDWIDTH_ELEMENTS = 1 << 20;
+    private static final int BANDWIDTH_REPEATS = 15;
     /** Calls timed one by one; the median is the rate. */
     private static final int CALL_REPEATS = 201;
     /** Enough repetitions for about 50 ms of work at a few GFLOPS, and at least three. */
@@ -53,14 +57,14 @@ public final class GemmRate implements RunPlan.CpuRate {
         }
     }
 
-    /** Bytes per second of {@code a + b} into a new array: two operands read, one result written. */
+    /** Bytes per second of {@code a += b}: two operands read, one written, nothing allocated. */
     @Override
     public double bandwidth() {
         try (NDManager manager = NDManager.newBaseManager()) {
-            NDArray a = manager.ones(new Shape(BANDWIDTH_ELEMENTS), DataType.FLOAT32);
-            NDArray b = manager.ones(new Shape(BANDWIDTH_ELEMENTS), DataType.FLOAT32);
-            a.add(b).close();
-            double seconds = median(BANDWIDTH_REPEATS, () -> a.add(b).close());
+            NDArray a = manager.zeros(new Shape(BANDWIDTH_ELEMENTS), DataType.FLOAT32);
+            NDArray b = manager.zeros(new Shape(BANDWIDTH_ELEMENTS), DataType.FLOAT32);
+            a.addi(b);
+            double seconds = median(BANDWIDTH_REPEATS, () -> a.addi(b));
             return 3.0 * 4 * BANDWIDTH_ELEMENTS / seconds;
         }
     }
