@@ -1,7 +1,6 @@
 """Reads a folder of TensorBoard event files with TensorBoard's own loader; prints {tag: [[step, value], ...]}.
 
-Usage: python tensorboard_read.py LOG_DIR. Needs the `tensorboard` package (not in requirements.txt: the test that
-runs this skips without it).
+Usage: python tensorboard_read.py LOG_DIR. Needs the `tensorboard` package, pinned in requirements.txt for the tests.
 """
 import json
 import sys
