@@ -13,20 +13,19 @@ import dev.finetune.adapters.peft.AdapterWeights;
 import dev.finetune.adapters.peft.LoraMerge;
 import dev.finetune.adapters.peft.PeftNames;
 import dev.finetune.recipes.AdapterSpec;
+import dev.finetune.recipes.RecipeLoader;
 import dev.finetune.recipes.UserError;
+import dev.finetune.recipes.YamlNode;
 import dev.finetune.recipes.model.ModelConfig;
 import dev.finetune.trainers.model.LlamaModel;
 import dev.finetune.trainers.model.LoadOptions;
 import java.io.IOException;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.regex.Matcher;
-import java.util.regex.Pattern;
 
 /**
  * Models as training leaves them: a Hugging Face model folder ({@code config.json} + safetensors), or an output
@@ -34,8 +33,6 @@ import java.util.regex.Pattern;
  * longer exists, by the run's {@code recipe.resolved.yaml}).
  */
 public final class SavedModels {
-    private static final Pattern BASE_MODEL_LINE = Pattern.compile("(?m)^base_model:\\s*(.+?)\\s*$");
-
     private SavedModels() {}
 
     /** True for a folder with an adapter and no full weights of its own. */
@@ -58,26 +55,23 @@ public final class SavedModels {
         return Files.isRegularFile(dir.resolve("tokenizer.json")) ? dir : architectureDir(dir);
     }
 
-    /** The base model folder of an adapter folder. */
+    /**
+     * The base model folder of an adapter folder: {@code adapter_config.json}'s base, else the run's
+     * {@code base_model} (read only when needed, so a damaged resolved recipe never hides a good adapter config).
+     */
     public static Path baseOf(Path adapterDir) {
         AdapterConfig config = AdapterConfig.read(adapterDir);
         List<String> tried = new ArrayList<>();
-        List<Path> candidates = new ArrayList<>();
         if (config.baseModelNameOrPath() != null) {
-            candidates.add(adapterDir.resolve(config.baseModelNameOrPath()));
-        }
-        Path recipe = adapterDir.resolve(RunFiles.RESOLVED_RECIPE);
-        if (Files.isRegularFile(recipe)) {
-            try {
-                Matcher line = BASE_MODEL_LINE.matcher(Files.readString(recipe, StandardCharsets.UTF_8));
-                if (line.find()) {
-                    candidates.add(adapterDir.resolve(line.group(1).replaceAll("^['\"]|['\"]$", "")));
-                }
-            } catch (IOException e) {
-                throw new UserError(recipe.toString(), "cannot read: " + e.getMessage(), "check the file's permissions");
+            Path candidate = adapterDir.resolve(config.baseModelNameOrPath());
+            if (Files.isRegularFile(candidate.resolve("config.json"))) {
+                return candidate.normalize();
             }
+            tried.add(candidate.normalize().toString());
         }
-        for (Path candidate : candidates) {
+        String recorded = recordedBaseModel(adapterDir);
+        if (recorded != null) {
+            Path candidate = adapterDir.resolve(recorded);
             if (Files.isRegularFile(candidate.resolve("config.json"))) {
                 return candidate.normalize();
             }
@@ -86,6 +80,16 @@ public final class SavedModels {
         throw new UserError(adapterDir.resolve(AdapterConfig.FILE_NAME).toString(),
                 "the adapter's base model is not a local model folder (tried " + (tried.isEmpty() ? "nothing: no base recorded" : String.join(", ", tried)) + ")",
                 "set base_model_name_or_path in adapter_config.json to the base model's folder");
+    }
+
+    /** {@code base_model} of the run's {@code recipe.resolved.yaml} as YAML reads it, or null without one. */
+    private static String recordedBaseModel(Path outputDir) {
+        Path recipe = outputDir.resolve(RunFiles.RESOLVED_RECIPE);
+        if (!Files.isRegularFile(recipe)) {
+            return null;
+        }
+        YamlNode value = RecipeLoader.parseFile(recipe, recipe.toString()).get("base_model");
+        return value instanceof YamlNode.Scalar scalar && scalar.value() instanceof String text ? text : null;
     }
 
     /** Loads {@code dir} for inference: a full model as it is, an adapter on top of its base. */
