@@ -1,6 +1,5 @@
 package dev.finetune.recipes;
 
-import dev.finetune.recipes.KeyReader.Problems;
 
 /**
  * The batch arithmetic of a recipe, derived and never written back:

@@ -22,27 +22,13 @@ import java.util.Set;
  */
 final class KeyReader {
 
-    /** Errors and warnings of one recipe, in the order found. */
-    static final class Problems {
-        final List<Finding> errors = new ArrayList<>();
-        final List<Finding> warnings = new ArrayList<>();
-        /** Keys whose written value failed its check: rules built on them stay quiet instead of piling up. */
-        final Set<String> invalid = new HashSet<>();
-
-        void error(Object where, String message, String hint) {
-            errors.add(new Finding(String.valueOf(where), message, hint));
-        }
-
-        void warn(Object where, String message, String hint) {
-            warnings.add(new Finding(String.valueOf(where), message, hint));
-        }
-    }
-
     private final Map<String, Entry> entries;
     private final String scope;
     private final Where where;
     private final Problems problems;
     private final Set<String> read = new HashSet<>();
+    /** The keys this mapping may hold when the key table does not list them; {@code null}: the table decides. */
+    private final List<String> keys;
 
     /** @param scope the table prefix of this mapping's keys: {@code ""}, {@code "trl."}, {@code "datasets[]."} */
     KeyReader(Mapping map, String scope, Problems problems) {
@@ -50,7 +36,22 @@ final class KeyReader {
         this.scope = scope;
         this.where = map.where();
         this.problems = problems;
+        this.keys = null;
         applyRenames();
+    }
+
+    /**
+     * A mapping whose keys the key table does not list, such as a reward function's parameters: {@code keys} are
+     * the ones it may hold, and the caller reports the {@link #unread} rest in its own words.
+     *
+     * @param scope what messages put before a key, e.g. {@code "contains."}
+     */
+    KeyReader(Mapping map, String scope, List<String> keys, Problems problems) {
+        this.entries = new LinkedHashMap<>(map.entries());
+        this.scope = scope;
+        this.where = map.where();
+        this.problems = problems;
+        this.keys = List.copyOf(keys);
     }
 
     Where where() {
@@ -114,9 +115,9 @@ final class KeyReader {
 
     /** The raw value of a supported key, or {@code null} when absent or written empty. */
     YamlNode node(String key) {
-        Key spec = RecipeKeys.get(scope + key);
-        if (spec == null || spec.status() != Status.SUPPORTED) {
-            throw new IllegalStateException("'" + scope + key + "' is not a supported key in recipe-keys.tsv");
+        if (keys != null ? !keys.contains(key) : !supported(scope + key)) {
+            throw new IllegalStateException("'" + scope + key + "' is not a supported key in "
+                    + (keys != null ? keys : "recipe-keys.tsv"));
         }
         if (!read.add(key)) {
             throw new IllegalStateException("'" + scope + key + "' is read twice");
@@ -126,6 +127,11 @@ final class KeyReader {
             return null;
         }
         return e.value();
+    }
+
+    private static boolean supported(String fullKey) {
+        Key spec = RecipeKeys.get(fullKey);
+        return spec != null && spec.status() == Status.SUPPORTED;
     }
 
     String string(String key, String fallback) {
@@ -291,7 +297,7 @@ final class KeyReader {
 
     /** A plausible value for messages: the table's default, else a typical setting. */
     private String example(String key) {
-        Key spec = RecipeKeys.get(scope + key);
+        Key spec = keys != null ? null : RecipeKeys.get(scope + key);
         if (spec != null && !spec.defaultValue().isEmpty()) {
             return spec.defaultValue();
         }
@@ -352,93 +358,19 @@ final class KeyReader {
         return v == Math.rint(v) && Math.abs(v) < 1e15 ? Long.toString((long) v) : Double.toString(v);
     }
 
-    /** True when a value turns a feature on: not null, false, 0, "" or an empty collection. */
-    static boolean enabled(YamlNode n) {
-        if (n instanceof Scalar s) {
-            Object v = s.value();
-            return !(v == null || Boolean.FALSE.equals(v) || (v instanceof Number num && num.doubleValue() == 0)
-                    || (v instanceof String t && (t.isEmpty() || t.equalsIgnoreCase("none"))));
-        }
-        if (n instanceof Sequence seq) {
-            return !seq.items().isEmpty();
-        }
-        return !((Mapping) n).entries().isEmpty();
-    }
-
-    /** Keys of this mapping that today's Axolotl (or finetune) knows: what a misspelt key is compared with. */
-    private List<String> currentSiblings() {
-        List<String> siblings = new ArrayList<>();
-        for (Key k : RecipeKeys.all()) {
-            if (k.name().startsWith(scope) && k.name().indexOf('.', scope.length()) < 0
-                    && k.name().indexOf('[', scope.length()) < 0 && k.status() != Status.UNKNOWN && k.status() != Status.LEGACY) {
-                siblings.add(k.name().substring(scope.length()));
-            }
-        }
-        return siblings;
-    }
-
-    /**
-     * Reports every key nobody read: ignored keys warn, unsupported/removed keys fail when enabled, legacy keys warn
-     * (or fail when a current key is a typo away), unknown keys fail with the closest known key of the same mapping.
-     */
-    void finish() {
-        List<String> siblings = null;
+    /** The entries nobody read, in written order. */
+    List<Entry> unread() {
+        List<Entry> unread = new ArrayList<>();
         for (Entry e : entries.values()) {
-            if (read.contains(e.key())) {
-                continue;
-            }
-            String full = scope + e.key();
-            Key key = RecipeKeys.get(full);
-            Status status = key == null ? null : key.status();
-            if (status == Status.SUPPORTED) {
-                // The table promises this key is read into the Recipe; a reader that skipped it is a bug, not bad input.
-                throw new IllegalStateException("supported key '" + full + "' was never read");
-            }
-            if (status == Status.IGNORED) {
-                if (enabled(e.value())) {
-                    problems.warn(e.keyWhere(), "'" + full + "' is ignored: " + key.note(), "remove it to silence this warning");
-                }
-            } else if (status == Status.UNSUPPORTED) {
-                if (enabled(e.value())) {
-                    problems.error(e.keyWhere(), "'" + full + "' is unsupported: " + key.note(),
-                            "remove '" + e.key() + "' (or set it to false)");
-                }
-            } else if (status == Status.REMOVED) {
-                if (enabled(e.value())) problems.error(e.keyWhere(), "'" + full + "' is no longer supported by Axolotl either", key.note());
-            } else if (status == Status.LEGACY) {
-                siblings = siblings != null ? siblings : currentSiblings();
-                String typo = Suggestions.typoOf(e.key(), siblings);
-                if (typo != null) {
-                    problems.error(e.keyWhere(), "unknown key '" + full + "' (an old Axolotl key that Axolotl now drops: "
-                            + key.note() + ")", "did you mean '" + typo + "'?");
-                } else {
-                    problems.warn(e.keyWhere(), "'" + full + "' is ignored, as Axolotl does: " + key.note(),
-                            "remove it to silence this warning");
-                }
-            } else if (status == Status.UNKNOWN) {
-                problems.error(e.keyWhere(), "unknown key '" + full + "' (Axolotl silently drops it)",
-                        key.note().startsWith("remove") ? key.note() : "did you mean '" + key.note() + "'?");
-            } else {
-                siblings = siblings != null ? siblings : currentSiblings();
-                String close = Suggestions.closest(e.key(), siblings);
-                String shown = visible(full);
-                problems.error(e.keyWhere(), "unknown key '" + shown + "'" + (shown.equals(full) ? ""
-                        : " (it holds invisible characters, shown as \\u escapes)"),
-                        close != null ? "did you mean '" + close + "'?"
-                                : "remove it: no known key is close to this name");
+            if (!read.contains(e.key())) {
+                unread.add(e);
             }
         }
+        return unread;
     }
 
-    /** {@code text} with invisible and control characters written as {@code \\uXXXX}, so a message shows them. */
-    static String visible(String text) {
-        StringBuilder out = new StringBuilder();
-        text.codePoints().forEach(c -> {
-            int type = Character.getType(c);
-            boolean invisible = Character.isISOControl(c) || type == Character.FORMAT || type == Character.UNASSIGNED
-                    || (Character.isWhitespace(c) && c != ' ') || Character.isSpaceChar(c) && c != ' ';
-            out.append(invisible ? String.format("\\u%04x", c) : new String(Character.toChars(c)));
-        });
-        return out.toString();
+    /** Reports every key nobody read, by its status in the key table ({@link LeftoverKeys}). */
+    void finish() {
+        LeftoverKeys.report(unread(), scope, problems);
     }
 }

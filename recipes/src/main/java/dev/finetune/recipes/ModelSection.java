@@ -1,6 +1,5 @@
 package dev.finetune.recipes;
 
-import dev.finetune.recipes.KeyReader.Problems;
 import dev.finetune.recipes.YamlNode.Mapping;
 import dev.finetune.recipes.YamlNode.Scalar;
 import dev.finetune.recipes.YamlNode.Sequence;

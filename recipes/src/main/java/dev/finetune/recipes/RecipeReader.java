@@ -1,6 +1,5 @@
 package dev.finetune.recipes;
 
-import dev.finetune.recipes.KeyReader.Problems;
 import dev.finetune.recipes.Recipe.Flag;
 import dev.finetune.recipes.YamlNode.Mapping;
 import java.nio.file.Path;

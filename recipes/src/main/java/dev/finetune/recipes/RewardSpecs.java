@@ -1,6 +1,6 @@
 package dev.finetune.recipes;
 
-import dev.finetune.recipes.KeyReader.Problems;
+import dev.finetune.recipes.YamlNode.Entry;
 import dev.finetune.recipes.YamlNode.Mapping;
 import dev.finetune.recipes.YamlNode.Scalar;
 import dev.finetune.recipes.YamlNode.Sequence;
@@ -41,6 +41,9 @@ final class RewardSpecs {
             "get_cosine_scaled_reward", "write {command: ...} with a script that scores correctness and length",
             "get_soft_overlong_punishment", "write {name: length, unit: chars, max: N} or {command: ...}",
             "get_repetition_penalty_reward", "set trl.repetition_penalty for sampling, or write {command: ...}");
+
+    /** What a {@code command} reward may hold. */
+    private static final List<String> COMMAND_KEYS = List.of("command", "name", "label", "timeout");
 
     /** Built-in name → the parameters it takes (besides {@code name} and {@code label}). */
     static final Map<String, List<String>> BUILT_INS = builtIns();
@@ -87,36 +90,23 @@ final class RewardSpecs {
 
     private RewardSpec item(YamlNode item) {
         if (item instanceof Scalar s && s.value() instanceof String name) {
-            return byName(name, s, Map.of());
+            return byName(name, s, new Mapping(Map.of(), s.where()));
         }
         if (!(item instanceof Mapping m)) {
             problems.error(item.where(), "a reward function must be a name or a mapping, got " + YamlNode.describe(item),
                     "write e.g. numeric_answer or {name: contains, words: [dragon]}");
             return null;
         }
-        Map<String, YamlNode> params = new LinkedHashMap<>();
-        m.entries().forEach((k, e) -> params.put(k, e.value()));
-        if (params.containsKey("command")) {
-            String command = text(params.get("command"), "command");
-            String label = params.containsKey("label") ? text(params.get("label"), "label")
-                    : params.containsKey("name") ? text(params.get("name"), "name") : "command";
-            for (String key : params.keySet()) {
-                if (!Set.of("command", "name", "label", "timeout").contains(key)) {
-                    problems.error(m.entries().get(key).keyWhere(), "a command reward takes command, name and "
-                            + "timeout, not '" + key + "'", "remove it; the command reads every row's fields on stdin");
-                }
-            }
-            int timeout = RewardSpec.Command.DEFAULT_TIMEOUT_SECONDS;
-            if (params.containsKey("timeout")) {
-                YamlNode node = params.get("timeout");
-                Long seconds = node instanceof Scalar s && s.value() instanceof Long l ? l : null;
-                if (seconds == null || seconds < 1 || seconds > RewardSpec.Command.MAX_TIMEOUT_SECONDS) {
-                    problems.error(node.where(), "timeout must be whole seconds from 1 to "
-                            + RewardSpec.Command.MAX_TIMEOUT_SECONDS + ", got " + YamlNode.describe(node),
-                            "write e.g. timeout: 60");
-                } else {
-                    timeout = seconds.intValue();
-                }
+        if (m.entries().containsKey("command")) {
+            KeyReader c = new KeyReader(m, "", COMMAND_KEYS, problems);
+            String command = c.string("command", null);
+            String name = c.string("name", "command");
+            String label = c.string("label", name);
+            int timeout = c.integer("timeout", RewardSpec.Command.DEFAULT_TIMEOUT_SECONDS, 1,
+                    RewardSpec.Command.MAX_TIMEOUT_SECONDS);
+            for (Entry other : c.unread()) {
+                problems.error(other.keyWhere(), "a command reward takes command, name and "
+                        + "timeout, not '" + other.key() + "'", "remove it; the command reads every row's fields on stdin");
             }
             if (command == null || command.isBlank()) {
                 problems.error(m.where(), "the reward command is empty", "write e.g. command: python3 score.py");
@@ -124,17 +114,21 @@ final class RewardSpecs {
             }
             return new RewardSpec.Command(label, command, m.where().dir() != null ? m.where().dir() : recipeDir, timeout);
         }
-        YamlNode nameNode = params.remove("name");
-        if (nameNode == null) {
+        Entry nameEntry = m.entries().get("name");
+        if (nameEntry == null || nameEntry.value() instanceof Scalar s && s.value() == null) {
             problems.error(m.where(), "a reward function mapping needs a name (a built-in) or a command",
                     "write e.g. {name: contains, words: [dragon]}; built-ins: " + String.join(", ", BUILT_INS.keySet()));
             return null;
         }
-        String name = text(nameNode, "name");
-        return name == null ? null : byName(name, nameNode, params);
+        String name = new KeyReader(new Mapping(Map.of("name", nameEntry), m.where()), "", List.of("name"), problems)
+                .string("name", null);
+        Map<String, Entry> params = new LinkedHashMap<>(m.entries());
+        params.remove("name");
+        // messages about a missing parameter point where the old reader did: at the built-in's name
+        return name == null ? null : byName(name, nameEntry.value(), new Mapping(params, nameEntry.value().where()));
     }
 
-    private RewardSpec byName(String name, YamlNode where, Map<String, YamlNode> params) {
+    private RewardSpec byName(String name, YamlNode where, Mapping params) {
         if (TRL_REWARDS.containsKey(name)) {
             problems.error(where.where(), "reward function '" + name + "' is TRL's Python function: unsupported, "
                     + "finetune runs no Python in the recipe's process", TRL_REWARDS.get(name));
@@ -153,38 +147,46 @@ final class RewardSpecs {
             }
             return null;
         }
-        Params p = new Params(name, where, params);
-        String label = p.text("label", name);
+        List<String> allowed = new ArrayList<>(BUILT_INS.get(name));
+        allowed.add("label");
+        KeyReader p = new KeyReader(params, name + ".", allowed, problems);
+        String label = p.string("label", name);
         RewardSpec spec = switch (name) {
-            case "exact_match" -> new RewardSpec.ExactMatch(label, p.text("field", "answer"), p.bool("ignore_case", false));
+            case "exact_match" -> new RewardSpec.ExactMatch(label, p.string("field", "answer"), p.bool("ignore_case", false));
             case "regex_match" -> {
-                String pattern = p.required("pattern", "{name: regex_match, pattern: '\\\\bdragon\\\\b'}");
-                yield pattern == null || !p.compiles("pattern", pattern) ? null
+                String pattern = required(p, name, "pattern", "{name: regex_match, pattern: '\\\\bdragon\\\\b'}");
+                yield pattern == null || !compiles(p, name, "pattern", pattern) ? null
                         : new RewardSpec.RegexMatch(label, pattern, p.bool("ignore_case", false));
             }
-            case "numeric_answer" -> new RewardSpec.NumericAnswer(label, p.text("field", "answer"),
-                    p.number("tolerance", 1e-6));
+            case "numeric_answer" -> new RewardSpec.NumericAnswer(label, p.string("field", "answer"),
+                    p.number("tolerance", 1e-6, 0, Double.MAX_VALUE));
             case "length" -> {
-                String max = p.required("max", "{name: length, min: 5, max: 40}");
-                int min = (int) p.number("min", 0);
-                String unit = p.text("unit", "words");
+                boolean hasMax = p.has("max");
+                Double max = p.number("max", null, 0, Double.MAX_VALUE);
+                int min = p.number("min", 0.0, 0, Double.MAX_VALUE).intValue();
+                String unit = p.string("unit", "words");
                 if (!unit.equals("words") && !unit.equals("chars")) {
                     problems.error(p.at("unit"), "length unit '" + unit + "' is not words or chars", "use unit: words");
                     yield null;
                 }
-                Double maxValue = max == null ? null : KeyReader.realNumber(params.get("max"));
-                if (maxValue == null || maxValue < min) {
+                if (!hasMax) {
+                    problems.error(where.where(), "reward function " + name + " needs max", "write e.g. "
+                            + "{name: length, min: 5, max: 40}");
+                    yield null;
+                }
+                if (max == null || max < min) {
                     if (max != null) {
                         problems.error(p.at("max"), "length max must be a number of at least min (" + min + ")",
                                 "write e.g. max: 40");
                     }
                     yield null;
                 }
-                yield new RewardSpec.Length(label, min, maxValue.intValue(), unit);
+                yield new RewardSpec.Length(label, min, max.intValue(), unit);
             }
             case "contains" -> {
-                List<String> words = p.strings("words");
-                String field = p.text("field", null);
+                List<String> words = p.strings("words", true);
+                words = words == null ? List.of() : words.stream().filter(w -> !w.isBlank()).toList();
+                String field = p.string("field", null);
                 if (words.isEmpty() == (field == null)) {
                     problems.error(where.where(), "contains needs exactly one of words (a list) or field (the row's "
                             + "field holding the words)", "write e.g. {name: contains, words: [dragon]}");
@@ -193,128 +195,38 @@ final class RewardSpecs {
                 yield new RewardSpec.Contains(label, words, field, p.bool("ignore_case", true));
             }
             case "format" -> {
-                String pattern = p.text("pattern", THINK_ANSWER);
-                yield p.compiles("pattern", pattern) ? new RewardSpec.Format(label, pattern) : null;
+                String pattern = p.string("pattern", THINK_ANSWER);
+                yield compiles(p, name, "pattern", pattern) ? new RewardSpec.Format(label, pattern) : null;
             }
             case "think_format_reward" -> new RewardSpec.Format(label, TRL_THINK_FORMAT);
             default -> throw new IllegalStateException(name);
         };
-        p.rejectOthers();
+        for (Entry other : p.unread()) {
+            String close = Suggestions.closest(other.key(), allowed);
+            problems.error(other.value().where(), "reward function " + name + " has no parameter '"
+                    + other.key() + "'", close != null ? "did you mean '" + close + "'?"
+                            : "its parameters: " + String.join(", ", allowed));
+        }
         return spec;
     }
 
-    private String text(YamlNode node, String key) {
-        if (node instanceof Scalar s && s.value() != null && !(s.value() instanceof Boolean)) {
-            return s.text();
+    /** A text parameter the built-in cannot do without. */
+    private String required(KeyReader p, String name, String key, String example) {
+        String v = p.string(key, null);
+        if (v == null && !p.has(key)) {
+            problems.error(p.where(), "reward function " + name + " needs " + key, "write e.g. " + example);
         }
-        problems.error(node.where(), key + " must be text, got " + YamlNode.describe(node), "quote it");
-        return null;
+        return v;
     }
 
-    /** The parameters of one built-in: typed reads, then everything not read is an error. */
-    private final class Params {
-        final String name;
-        final YamlNode owner;
-        final Map<String, YamlNode> values;
-        final Set<String> read = new HashSet<>(Set.of("label"));
-
-        Params(String name, YamlNode owner, Map<String, YamlNode> values) {
-            this.name = name;
-            this.owner = owner;
-            this.values = values;
-        }
-
-        Object at(String key) {
-            YamlNode n = values.get(key);
-            return n == null ? owner.where() : n.where();
-        }
-
-        String text(String key, String fallback) {
-            read.add(key);
-            YamlNode n = values.get(key);
-            if (n == null) {
-                return fallback;
-            }
-            String v = RewardSpecs.this.text(n, name + "." + key);
-            return v == null ? fallback : v;
-        }
-
-        String required(String key, String example) {
-            String v = text(key, null);
-            if (v == null && !values.containsKey(key)) {
-                problems.error(owner.where(), "reward function " + name + " needs " + key, "write e.g. " + example);
-            }
-            return v;
-        }
-
-        boolean bool(String key, boolean fallback) {
-            read.add(key);
-            YamlNode n = values.get(key);
-            if (n == null) {
-                return fallback;
-            }
-            if (n instanceof Scalar s && s.value() instanceof Boolean b) {
-                return b;
-            }
-            problems.error(n.where(), name + "." + key + " must be true or false, got " + YamlNode.describe(n),
-                    "write " + key + ": true");
-            return fallback;
-        }
-
-        double number(String key, double fallback) {
-            read.add(key);
-            YamlNode n = values.get(key);
-            if (n == null) {
-                return fallback;
-            }
-            Double v = KeyReader.realNumber(n);
-            if (v == null || v < 0) {
-                problems.error(n.where(), name + "." + key + " must be a number of at least 0, got "
-                        + YamlNode.describe(n), "write e.g. " + key + ": " + KeyReader.fmt(fallback));
-                return fallback;
-            }
-            return v;
-        }
-
-        List<String> strings(String key) {
-            read.add(key);
-            YamlNode n = values.get(key);
-            if (n == null) {
-                return List.of();
-            }
-            List<YamlNode> items = n instanceof Sequence s ? s.items() : List.of(n);
-            List<String> out = new ArrayList<>();
-            for (YamlNode item : items) {
-                String v = RewardSpecs.this.text(item, name + "." + key);
-                if (v != null && !v.isBlank()) {
-                    out.add(v);
-                }
-            }
-            return out;
-        }
-
-        boolean compiles(String key, String pattern) {
-            try {
-                Pattern.compile(pattern);
-                return true;
-            } catch (PatternSyntaxException e) {
-                problems.error(at(key), name + "." + key + " is not a valid regular expression: "
-                        + e.getDescription(), "check the pattern (Java regex syntax)");
-                return false;
-            }
-        }
-
-        void rejectOthers() {
-            for (Map.Entry<String, YamlNode> e : values.entrySet()) {
-                if (!read.contains(e.getKey())) {
-                    List<String> allowed = new ArrayList<>(BUILT_INS.get(name));
-                    allowed.add("label");
-                    String close = Suggestions.closest(e.getKey(), allowed);
-                    problems.error(e.getValue().where(), "reward function " + name + " has no parameter '"
-                            + e.getKey() + "'", close != null ? "did you mean '" + close + "'?"
-                                    : "its parameters: " + String.join(", ", allowed));
-                }
-            }
+    private boolean compiles(KeyReader p, String name, String key, String pattern) {
+        try {
+            Pattern.compile(pattern);
+            return true;
+        } catch (PatternSyntaxException e) {
+            problems.error(p.at(key), name + "." + key + " is not a valid regular expression: "
+                    + e.getDescription(), "check the pattern (Java regex syntax)");
+            return false;
         }
     }
 }

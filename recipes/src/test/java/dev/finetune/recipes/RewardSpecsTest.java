@@ -89,6 +89,37 @@ class RewardSpecsTest {
         }
     }
 
+    /** Parameters are read by the recipe's own key reader: typed, bounded, and an empty value is never silently dropped. */
+    @Test
+    void parametersAreTypedAndEmptyValuesAreReported(@TempDir Path dir) throws IOException {
+        Path r = recipe(dir, "grpo", """
+                trl:
+                  num_generations: 2
+                  reward_funcs:
+                    - {name: numeric_answer, tolerance: -1}
+                    - {name: exact_match, ignore_case: sometimes}
+                    - {name: length, max: }
+                    - {name: }
+                    - {command: "python3 judge.py", timeout: 0, retries: 2}
+                """);
+        InvalidRecipe e = assertThrows(InvalidRecipe.class, () -> ValidatedRecipe.load(r, List.of()));
+        String all = e.errors().toString();
+        for (String expected : List.of("numeric_answer.tolerance must be 0 or more, got -1",
+                "exact_match.ignore_case must be true or false", "reward function length needs max",
+                "r.yaml:9:", "needs a name (a built-in) or a command", "timeout must be at least 1, got 0",
+                "a command reward takes command, name and timeout, not 'retries'")) {
+            assertTrue(all.contains(expected), expected + " missing from: " + all);
+        }
+        ValidatedRecipe quoted = ValidatedRecipe.load(recipe(dir, "grpo", """
+                trl:
+                  num_generations: 2
+                  reward_funcs:
+                    - {command: "python3 judge.py", timeout: "30", label: judge}
+                """), List.of());
+        assertEquals(List.of(new RewardSpec.Command("judge", "python3 judge.py", dir.toAbsolutePath().normalize(), 30)),
+                ((Recipe.Objective.Grpo) quoted.recipe().objective()).rewardFuncs());
+    }
+
     @Test
     void dpoLossTypeIpoAndTheDeprecatedRlIpo(@TempDir Path dir) throws IOException {
         Recipe.Objective.Dpo ipo = (Recipe.Objective.Dpo) ValidatedRecipe.load(

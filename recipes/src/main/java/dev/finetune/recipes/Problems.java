@@ -1,0 +1,25 @@
+package dev.finetune.recipes;
+
+import java.util.ArrayList;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Set;
+
+/**
+ * The errors and warnings of one recipe, in the order found: collected rather than thrown, so that {@code validate}
+ * reports them all at once.
+ */
+final class Problems {
+    final List<Finding> errors = new ArrayList<>();
+    final List<Finding> warnings = new ArrayList<>();
+    /** Keys whose written value failed its check: rules built on them stay quiet instead of piling up. */
+    final Set<String> invalid = new HashSet<>();
+
+    void error(Object where, String message, String hint) {
+        errors.add(new Finding(String.valueOf(where), message, hint));
+    }
+
+    void warn(Object where, String message, String hint) {
+        warnings.add(new Finding(String.valueOf(where), message, hint));
+    }
+}
