@@ -142,7 +142,7 @@ final class DataSection {
             problems.error(m.where(), "this " + listKey + " entry has no path", "add 'path: data/train.jsonl' (or a hub dataset id)");
             return null;
         }
-        String type = objective == null ? typeText(typeNode) : datasetType(typeNode, objective, r);
+        DatasetType type = objective == null ? DatasetType.named(typeText(typeNode)) : datasetType(typeNode, objective, r);
         Path local = null;
         String remote = null;
         Path dir = m.where().dir() != null ? m.where().dir() : recipeDir;
@@ -203,7 +203,7 @@ final class DataSection {
         return typeNode instanceof Scalar s && s.value() instanceof String t ? t : null;
     }
 
-    private String datasetType(YamlNode typeNode, Recipe.Objective objective, KeyReader r) {
+    private DatasetType datasetType(YamlNode typeNode, Recipe.Objective objective, KeyReader r) {
         if (typeNode == null) {
             problems.error(r.where(), "this dataset has no type, so it would have to be pre-tokenized (unsupported)",
                     "add e.g. 'type: alpaca' or 'type: chat_template'");
@@ -222,7 +222,7 @@ final class DataSection {
         DatasetTypes.Verdict v = DatasetTypes.check(type, objective);
         switch (v.kind()) {
             case SUPPORTED -> {
-                return type;
+                return v.type();
             }
             case UNSUPPORTED -> problems.error(s.where(), "dataset type '" + type + "' is unsupported: " + v.detail(), v.hint());
             case UNKNOWN -> problems.error(s.where(), "unknown dataset type '" + type + "'" + v.detail(), v.hint());

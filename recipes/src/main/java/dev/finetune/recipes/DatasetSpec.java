@@ -9,7 +9,7 @@ import java.util.Map;
  *
  * @param path the local JSONL/JSON file or directory, resolved against the directory of the recipe file that
  *     named it; {@code null} when the dataset is remote (see {@code remote})
- * @param type {@code alpaca}, {@code chat_template}, {@code completion}, {@code input_output}, or a preference/RL type
+ * @param type how the rows read; {@code null} for pre-tokenized rows ({@code input_ids}, {@code labels})
  * @param field {@code completion}: the text field (default {@code text})
  * @param fieldMessages {@code chat_template}: the list field (default {@code messages})
  * @param messagePropertyMappings {@code chat_template}: our name → dataset name, e.g. {@code role → from}
@@ -24,7 +24,7 @@ import java.util.Map;
  */
 public record DatasetSpec(
         Path path,
-        String type,
+        DatasetType type,
         String field,
         String fieldMessages,
         Map<String, String> messagePropertyMappings,

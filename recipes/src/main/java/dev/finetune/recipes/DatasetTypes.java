@@ -5,20 +5,28 @@ import java.util.List;
 import java.util.Set;
 
 /**
- * Dataset {@code type} names: the ones we train, Axolotl's others (recognised, unsupported), and everything
- * else (unknown). Axolotl only discovers a bad type while tokenizing, minutes into a run; we say so up front.
+ * Dataset {@code type} names: the ones we train ({@link DatasetType}), Axolotl's others (recognised, unsupported),
+ * and everything else (unknown). Axolotl only discovers a bad type while tokenizing, minutes into a run; we say so up front.
  */
 final class DatasetTypes {
 
     enum Kind { SUPPORTED, UNSUPPORTED, UNKNOWN }
 
-    record Verdict(Kind kind, String detail, String hint) {}
+    /** @param type what a supported name reads as; null otherwise */
+    record Verdict(Kind kind, String detail, String hint, DatasetType type) {
+        Verdict(Kind kind, String detail, String hint) {
+            this(kind, detail, hint, null);
+        }
 
-    static final List<String> SFT = List.of("alpaca", "chat_template", "completion", "input_output");
-    static final List<String> DPO = List.of("chat_template.default", "chatml", "chatml.default", "chatml.intel",
-            "chatml.prompt_pairs", "llama3", "llama3.default", "llama3.intel", "llama3.prompt_pairs", "passthrough");
+        static Verdict supported(DatasetType type) {
+            return new Verdict(Kind.SUPPORTED, "", "", type);
+        }
+    }
+
+    static final List<String> SFT = DatasetType.keysReadBy("sft");
+    static final List<String> DPO = DatasetType.keysReadBy("dpo");
     /** GRPO prompts: TRL's prompt-only rows ({@code prompt} text or messages), or chat messages. */
-    static final List<String> GRPO = List.of("passthrough", "chat_template");
+    static final List<String> GRPO = DatasetType.keysReadBy("grpo");
     static final Set<String> AXOLOTL_SFT_OTHER = Set.of("jeopardy", "oasst", "gpteacher", "reflection",
             "explainchoice", "concisechoice", "summarizetldr", "pretrain", "metharme", "alpaca_chat",
             "alpaca_chat.load_qa", "alpaca_chat.load_concise", "alpaca_chat.load_camel_ai",
@@ -40,7 +48,7 @@ final class DatasetTypes {
         }
         if (dpo) {
             if (DPO.contains(type)) {
-                return new Verdict(Kind.SUPPORTED, "", "");
+                return Verdict.supported(DatasetType.named(type));
             }
             if (AXOLOTL_DPO_OTHER.contains(type)) {
                 return new Verdict(Kind.UNSUPPORTED, "finetune reads " + String.join(", ", DPO), "convert the pairs "
@@ -58,7 +66,7 @@ final class DatasetTypes {
         }
         if (grpo) {
             if (GRPO.contains(type)) {
-                return new Verdict(Kind.SUPPORTED, "", "");
+                return Verdict.supported(DatasetType.named(type));
             }
             if (type.contains(".")) {
                 return new Verdict(Kind.UNSUPPORTED, "GRPO prompt transforms written in Python are not run",
@@ -70,8 +78,12 @@ final class DatasetTypes {
             }
             return unknown(type, GRPO);
         }
-        if (SFT.contains(type) || type.startsWith("alpaca:") && type.equals("alpaca:alpaca")) {
-            return new Verdict(Kind.SUPPORTED, "", "");
+        if (SFT.contains(type)) {
+            return Verdict.supported(DatasetType.named(type));
+        }
+        if (type.equals("alpaca:alpaca")) {
+            // Axolotl's module:function spelling of its alpaca strategy
+            return Verdict.supported(DatasetType.ALPACA);
         }
         if (AXOLOTL_SFT_OTHER.contains(type) || type.matches("[a-z_]+:[a-z_]+")
                 && (SFT.contains(type.substring(0, type.indexOf(':'))) || AXOLOTL_SFT_OTHER.contains(type.substring(0, type.indexOf(':'))))) {

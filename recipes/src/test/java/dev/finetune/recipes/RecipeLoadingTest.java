@@ -82,6 +82,20 @@ class RecipeLoadingTest {
     }
 
     @Test
+    void datasetTypesReadIntoTheEnumTheDataCodeSwitchesOn(@TempDir Path dir) throws IOException {
+        Files.writeString(dir.resolve("d.jsonl"), "{\"instruction\": \"a\", \"output\": \"b\"}\n");
+        Path r = dir.resolve("r.yaml");
+        Files.writeString(r, "base_model: x/y\ndatasets:\n  - {path: d.jsonl, type: alpaca:alpaca}\n"
+                + "  - {path: d.jsonl, type: completion}\nlearning_rate: 1e-5\nmicro_batch_size: 2\n"
+                + "gradient_accumulation_steps: 2\n");
+        // alpaca:alpaca is Axolotl's module:function spelling of alpaca: validate accepts it, so training must read it
+        assertEquals(List.of(DatasetType.ALPACA, DatasetType.COMPLETION), ValidatedRecipe.load(r, List.of()).recipe()
+                .data().datasets().stream().map(DatasetSpec::type).toList());
+        assertEquals(List.of("alpaca", "chat_template", "completion", "input_output"), DatasetType.keysReadBy("sft"));
+        assertEquals(List.of("chat_template", "passthrough"), DatasetType.keysReadBy("grpo"));
+    }
+
+    @Test
     void overLongAndUnreadableRowPoliciesAreReadOnceIntoTheRecipe() {
         Path quickstart = repoRoot().resolve("configs/quickstart.yaml");
         Recipe.Data defaults = ValidatedRecipe.load(quickstart, List.of()).recipe().data();

@@ -24,7 +24,7 @@ public final class DatasetIdentity {
     public static String of(List<DatasetSpec> datasets) {
         MessageDigest digest = sha256();
         for (DatasetSpec spec : datasets) {
-            update(digest, spec.type() + "\u0000" + spec.field() + "\u0000" + spec.fieldMessages() + "\u0000");
+            update(digest, (spec.type() == null ? null : spec.type().key()) + "\u0000" + spec.field() + "\u0000" + spec.fieldMessages() + "\u0000");
             for (Path file : files(spec.path())) {
                 update(digest, file.getFileName() + "\u0000");
                 try (InputStream in = new DigestInputStream(Files.newInputStream(file), digest)) {

@@ -40,7 +40,7 @@ public final class DataPipeline {
             for (Path file : JsonRows.files(spec.path(), spec.where())) {
                 JsonRows.read(file, row -> run.add(row, format));
             }
-            lines.add(new DataReport.DatasetLine(spec.path().toString(), spec.type() == null ? "pre-tokenized" : spec.type(),
+            lines.add(new DataReport.DatasetLine(spec.path().toString(), spec.type() == null ? "pre-tokenized" : spec.type().key(),
                     run.rows - rowsBefore, run.examples() - examplesBefore, run.skipped - skippedBefore));
         }
         if (run.groups.isEmpty()) {

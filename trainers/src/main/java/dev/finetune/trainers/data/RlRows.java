@@ -4,6 +4,7 @@ import com.google.gson.JsonArray;
 import com.google.gson.JsonElement;
 import com.google.gson.JsonObject;
 import dev.finetune.recipes.DatasetSpec;
+import dev.finetune.recipes.DatasetType;
 import dev.finetune.recipes.PreferenceChecks;
 import dev.finetune.recipes.Recipe;
 import dev.finetune.recipes.UserError;
@@ -179,12 +180,18 @@ public final class RlRows {
         return new Split<>(train, eval, counts.rows, counts.tooLong, counts.skipped);
     }
 
+    /** Axolotl's DPO types that render with a built-in template named by the type's prefix, read by its suffix. */
+    private static final java.util.Set<DatasetType> AXOLOTL_TEMPLATED = java.util.EnumSet.of(DatasetType.CHATML,
+            DatasetType.CHATML_DEFAULT, DatasetType.CHATML_INTEL, DatasetType.CHATML_PROMPT_PAIRS, DatasetType.LLAMA3,
+            DatasetType.LLAMA3_DEFAULT, DatasetType.LLAMA3_INTEL, DatasetType.LLAMA3_PROMPT_PAIRS);
+
     private static Parsed parse(DatasetSpec spec, JsonObject row, DataOptions options, Tokenizer tokenizer,
             boolean answers) {
-        String type = spec.type() == null ? "passthrough" : spec.type();
+        DatasetType kind = spec.type() == null ? DatasetType.PASSTHROUGH : spec.type();
+        String type = kind.key();
         String chosenField = spec.fieldChosen() != null ? spec.fieldChosen() : "chosen";
         String rejectedField = spec.fieldRejected() != null ? spec.fieldRejected() : "rejected";
-        if (type.startsWith("chatml") || type.startsWith("llama3")) {
+        if (AXOLOTL_TEMPLATED.contains(kind)) {
             String format = type.startsWith("chatml") ? "chatml" : "llama3";
             String variant = type.contains(".") ? type.substring(type.indexOf('.') + 1) : "default";
             String promptField = switch (variant) {
@@ -204,7 +211,7 @@ public final class RlRows {
                     answers ? assistant(row, variant.equals("default") ? or(row, rejectedField, "rejected_response") : rejectedField, type) : null,
                     null, null, false);
         }
-        if (type.equals("chat_template.default") || type.equals("chat_template")) {
+        if (kind == DatasetType.CHAT_TEMPLATE_DEFAULT || kind == DatasetType.CHAT_TEMPLATE) {
             String field = spec.fieldMessages() != null ? spec.fieldMessages() : row.has("prompt") && !row.has("messages")
                     ? "prompt" : "messages";
             return new Parsed(null, messages(row, field, type), template(spec, options, tokenizer),

@@ -2,13 +2,13 @@ package dev.finetune.trainers.data;
 
 import com.google.gson.JsonObject;
 import dev.finetune.recipes.DatasetSpec;
+import dev.finetune.recipes.DatasetType;
 import dev.finetune.recipes.UserError;
 import dev.finetune.trainers.text.Tokenizer;
 import java.util.List;
 
 /** How one row of a dataset {@code type} becomes token ids and labels, following Axolotl's prompt strategies. */
 sealed interface RowFormat permits AlpacaFormat, ChatTemplateFormat, CompletionFormat, InputOutputFormat, PretokenizedFormat {
-    List<String> TYPES = List.of("alpaca", "chat_template", "completion", "input_output");
 
     /** Usually one example; {@code completion} splits a long text into several. */
     List<Example> examples(JsonObject row);
@@ -18,17 +18,19 @@ sealed interface RowFormat permits AlpacaFormat, ChatTemplateFormat, CompletionF
         return null;
     }
 
+    /** The recipe reader lets only the types supervised fine-tuning reads reach here ({@link DatasetType}). */
     static RowFormat of(DatasetSpec spec, DataOptions options, Tokenizer tokenizer) {
-        String type = spec.type() == null ? "" : spec.type().strip();
-        return switch (type) {
-            case "" -> new PretokenizedFormat();
-            case "alpaca" -> new AlpacaFormat(tokenizer, options.trainOnInputs());
-            case "chat_template" -> new ChatTemplateFormat(spec, options, tokenizer);
-            case "completion" -> new CompletionFormat(tokenizer, spec.field(), options.sequenceLen());
-            case "input_output" -> new InputOutputFormat(tokenizer, options.trainOnInputs());
-            default -> throw new UserError(spec.where(), "dataset type '" + type + "' is not supported for supervised fine-tuning",
-                    type.startsWith("sharegpt") ? "Axolotl removed sharegpt; use type: chat_template"
-                            : "use one of " + String.join(", ", TYPES) + ", or leave type empty for pre-tokenized rows");
+        if (spec.type() == null) {
+            return new PretokenizedFormat();
+        }
+        return switch (spec.type()) {
+            case ALPACA -> new AlpacaFormat(tokenizer, options.trainOnInputs());
+            case CHAT_TEMPLATE -> new ChatTemplateFormat(spec, options, tokenizer);
+            case COMPLETION -> new CompletionFormat(tokenizer, spec.field(), options.sequenceLen());
+            case INPUT_OUTPUT -> new InputOutputFormat(tokenizer, options.trainOnInputs());
+            default -> throw new UserError(spec.where(), "dataset type '" + spec.type().key()
+                    + "' is not supported for supervised fine-tuning", "use one of "
+                    + String.join(", ", DatasetType.keysReadBy("sft")) + ", or leave type empty for pre-tokenized rows");
         };
     }
 }

@@ -7,6 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.finetune.recipes.DatasetSpec;
+import dev.finetune.recipes.DatasetType;
 import dev.finetune.recipes.Recipe.ExcessLength;
 import dev.finetune.recipes.UserError;
 import dev.finetune.trainers.text.Tokenizer;
@@ -50,11 +51,11 @@ class DataPipelineTest {
     }
 
     static DatasetSpec spec(Path path, String type) {
-        return new DatasetSpec(path, type, null, null, null, null, null, null, "recipe.yaml:4:5", null, "train", null, null);
+        return new DatasetSpec(path, DatasetType.named(type), null, null, null, null, null, null, "recipe.yaml:4:5", null, "train", null, null);
     }
 
     static DatasetSpec chat(Path path, String template, List<String> roles, String trainOnEos) {
-        return new DatasetSpec(path, "chat_template", null, null, null, roles, trainOnEos, template, "recipe.yaml:4:5", null, "train", null, null);
+        return new DatasetSpec(path, DatasetType.CHAT_TEMPLATE, null, null, null, roles, trainOnEos, template, "recipe.yaml:4:5", null, "train", null, null);
     }
 
     static PreparedData prepare(DataOptions options, DatasetSpec... specs) {
@@ -145,7 +146,7 @@ class DataPipelineTest {
     void chatTemplateFieldMappingsAliasesAndSystemField() throws IOException {
         Path data = write("sharegpt.jsonl", "{\"system\": \"Be kind.\", \"conversations\": ["
                 + "{\"from\": \"human\", \"value\": \"Hi\"}, {\"from\": \"gpt\", \"value\": \"Hello there.\"}]}");
-        DatasetSpec spec = new DatasetSpec(data, "chat_template", null, "conversations", Map.of("role", "from", "content", "value"),
+        DatasetSpec spec = new DatasetSpec(data, DatasetType.CHAT_TEMPLATE, null, "conversations", Map.of("role", "from", "content", "value"),
                 null, null, "chatml", "recipe.yaml:4:5", null, "train", null, null);
         PreparedData prepared = prepare(DataDefaults.options(), spec);
         Example example = prepared.train().get(0);
@@ -162,7 +163,7 @@ class DataPipelineTest {
         Path template = write("t.jinja", "{% for m in messages %}[{{ m.role }}{% if m.name %} {{ m.name }}{% endif %}]"
                 + "{% if m.reasoning_content %}<think>{{ m.reasoning_content }}</think>{% endif %}{{ m.content }}"
                 + "{% if m.score is defined %} ({{ m.score }}){% endif %}{% endfor %}");
-        DatasetSpec spec = new DatasetSpec(data, "chat_template", null, null, Map.of("reasoning_content", "thought"), null, null,
+        DatasetSpec spec = new DatasetSpec(data, DatasetType.CHAT_TEMPLATE, null, null, Map.of("reasoning_content", "thought"), null, null,
                 "jinja", "recipe.yaml:4:5", null, "train", null, null);
         Example example = prepare(DataDefaults.options().withChatTemplate("jinja", template.toString()), spec).train().get(0);
         assertArrayEquals(tokenizer.encode("[user Sue]Why?[assistant]<think>Think.</think>Because. (3)", false), example.inputIds());
@@ -173,7 +174,7 @@ class DataPipelineTest {
     void completionLearnsEverythingAndSplitsLongText() throws IOException {
         String story = "Once upon a time there was a little girl named Lily. She loved to play outside in the park. ".repeat(6);
         Path data = write("stories.jsonl", "{\"story\": \"" + story + "\"}");
-        DatasetSpec spec = new DatasetSpec(data, "completion", "story", null, null, null, null, null, "recipe.yaml:4:5", null, "train", null, null);
+        DatasetSpec spec = new DatasetSpec(data, DatasetType.COMPLETION, "story", null, null, null, null, null, "recipe.yaml:4:5", null, "train", null, null);
         PreparedData prepared = prepare(DataDefaults.options().withSequenceLen(64), spec);
         int[] whole = concat(tokenizer.encode(story, true), new int[] {EOS});
         List<Example> chunks = prepared.train();
@@ -373,12 +374,13 @@ class DataPipelineTest {
         Example example = prepare(DataDefaults.options(), spec(data, null)).train().get(0);
         assertArrayEquals(new int[] {1, 403, 407, 261}, example.inputIds());
         assertEquals(2, example.targets());
-        UserError unknown = assertThrows(UserError.class, () -> prepare(DataDefaults.options(), spec(data, "sharegpt")));
+        // a preference type reaching the supervised path (the recipe reader refuses it first; see DatasetTypes)
+        UserError unknown = assertThrows(UserError.class, () -> prepare(DataDefaults.options(), spec(data, "passthrough")));
         assertEquals("recipe.yaml:4:5", unknown.where());
         assertTrue(unknown.hint().contains("chat_template"), unknown.hint());
         UserError absent = assertThrows(UserError.class, () -> prepare(DataDefaults.options(), spec(dir.resolve("nope.jsonl"), "alpaca")));
         assertEquals("recipe.yaml:4:5", absent.where());
-        DatasetSpec hub = new DatasetSpec(null, "alpaca", null, null, null, null, null, null, "recipe.yaml:4:5", "tatsu-lab/alpaca", "train", null, null);
+        DatasetSpec hub = new DatasetSpec(null, DatasetType.ALPACA, null, null, null, null, null, null, "recipe.yaml:4:5", "tatsu-lab/alpaca", "train", null, null);
         UserError remote = assertThrows(UserError.class, () -> prepare(DataDefaults.options(), hub));
         assertTrue(remote.getMessage().contains("tatsu-lab/alpaca"), remote.getMessage());
         DatasetSpec testSplit = new DatasetSpec(data, null, null, null, null, null, null, null, "recipe.yaml:4:5", null, "test", null, null);

@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.finetune.recipes.DatasetSpec;
+import dev.finetune.recipes.DatasetType;
 import dev.finetune.recipes.UserError;
 import dev.finetune.trainers.data.GrpoPrompt;
 import dev.finetune.trainers.data.PreferencePair;
@@ -35,7 +36,7 @@ class RlRowsTest {
     }
 
     private static DatasetSpec spec(Path file, String type) {
-        return new DatasetSpec(file, type, null, null, null, null, null, null, "recipe.yaml:4:5", null, "train", null,
+        return new DatasetSpec(file, DatasetType.named(type), null, null, null, null, null, null, "recipe.yaml:4:5", null, "train", null,
                 null);
     }
 

@@ -8,6 +8,7 @@ import com.google.gson.JsonArray;
 import com.google.gson.JsonObject;
 import com.google.gson.JsonParser;
 import dev.finetune.recipes.DatasetSpec;
+import dev.finetune.recipes.DatasetType;
 import dev.finetune.trainers.data.DataDefaults;
 import dev.finetune.trainers.data.DataPipeline;
 import dev.finetune.trainers.data.Example;
@@ -58,7 +59,7 @@ class ChatTemplateTrlParityTest {
         Example ours;
         List<String> pieces = new ArrayList<>();
         try (Tokenizer tokenizer = Tokenizer.load(qwenLike)) {
-            DatasetSpec spec = new DatasetSpec(data, "chat_template", null, null, null, null, null, "qwen_25",
+            DatasetSpec spec = new DatasetSpec(data, DatasetType.CHAT_TEMPLATE, null, null, null, null, null, "qwen_25",
                     "recipe.yaml:4:5", null, "train", null, null);
             ours = DataPipeline.prepare(List.of(spec), DataDefaults.options().withSamplePacking(false), tokenizer)
                     .train().get(0);

@@ -14,6 +14,7 @@ import dev.finetune.adapters.peft.AdapterFiles;
 import dev.finetune.adapters.peft.AdapterWeights;
 import dev.finetune.recipes.AdapterSpec;
 import dev.finetune.recipes.DatasetSpec;
+import dev.finetune.recipes.DatasetType;
 import dev.finetune.recipes.DpoLossType;
 import dev.finetune.trainers.data.DataDefaults;
 import dev.finetune.trainers.data.PreferencePair;
@@ -109,7 +110,7 @@ class DpoTrlParityTest {
 
         Map<String, Map<String, Double>> ours = new LinkedHashMap<>();
         try (Tokenizer tokenizer = Tokenizer.load(modelDir); NDManager manager = NDManager.newBaseManager()) {
-            DatasetSpec spec = new DatasetSpec(pairsFile, "passthrough", null, null, null, null, null, null,
+            DatasetSpec spec = new DatasetSpec(pairsFile, DatasetType.PASSTHROUGH, null, null, null, null, null, null,
                     "recipe.yaml:1:1", null, "train", null, null);
             List<PreferencePair> pairs = RlRows.preferences(List.of(spec), DataDefaults.options(), tokenizer).train();
             int padId = tokenizer.special().eosId();
