@@ -100,57 +100,47 @@ public record Recipe(
     /** {@code bf16}, {@code fp16}, {@code tf32} as written: {@code auto} is resolved against the hardware. */
     public record Precision(Flag bf16, Flag fp16, Flag tf32) {
 
-        /** The dtype of weights and activations in the forward pass on this kind of device. */
-        public ComputeDtype compute(boolean gpu) {
-            if (bf16 == Flag.TRUE) {
-                return ComputeDtype.BF16;
-            }
-            if (fp16 == Flag.TRUE) {
-                return ComputeDtype.FP16;
-            }
-            if (bf16 == Flag.AUTO && gpu) {
-                return ComputeDtype.BF16;
-            }
-            return ComputeDtype.FP32;
+        /**
+         * Whether weights and activations are 16-bit on this kind of device ({@code bf16: auto} means yes on a GPU);
+         * what that costs per parameter is the plan's {@code PrecisionRegime}.
+         */
+        public boolean sixteenBit(boolean gpu) {
+            return bf16 == Flag.TRUE || fp16 == Flag.TRUE || (bf16 == Flag.AUTO && gpu);
         }
     }
 
     public enum Flag { TRUE, FALSE, AUTO }
 
-    public enum ComputeDtype {
-        FP32(4), BF16(2), FP16(2);
-
-        private final int bytes;
-
-        ComputeDtype(int bytes) {
-            this.bytes = bytes;
-        }
-
-        public int bytes() {
-            return bytes;
-        }
-    }
-
-    /** The optimizers we run, by Axolotl/HF name; {@code stateBytesPerParam} is what the moments cost. */
+    /**
+     * The optimizers we run, by Axolotl/HF name, with what each keeps per trainable parameter (the plan's optimizer
+     * state term): AdamW two moments, SGD one momentum buffer, each of {@code stateBits} bits.
+     */
     public enum Optimizer {
-        ADAMW_TORCH("adamw_torch", 8, false),
-        ADAMW_TORCH_FUSED("adamw_torch_fused", 8, false),
-        ADAMW_HF("adamw_hf", 8, false),
-        ADAMW_TORCH_8BIT("adamw_torch_8bit", 2, false),
-        ADAMW_TORCH_4BIT("adamw_torch_4bit", 1, false),
-        ADAMW_BNB_8BIT("adamw_bnb_8bit", 2, false),
-        ADAMW_8BIT("adamw_8bit", 2, false),
-        PAGED_ADAMW_8BIT("paged_adamw_8bit", 2, true),
-        PAGED_ADAMW_32BIT("paged_adamw_32bit", 8, true),
-        SGD("sgd", 0, false);
+        ADAMW_TORCH("adamw_torch", 2, 32, false),
+        ADAMW_TORCH_FUSED("adamw_torch_fused", 2, 32, false),
+        ADAMW_HF("adamw_hf", 2, 32, false),
+        ADAMW_TORCH_8BIT("adamw_torch_8bit", 2, 8, false),
+        ADAMW_TORCH_4BIT("adamw_torch_4bit", 2, 4, false),
+        ADAMW_BNB_8BIT("adamw_bnb_8bit", 2, 8, false),
+        ADAMW_8BIT("adamw_8bit", 2, 8, false),
+        PAGED_ADAMW_8BIT("paged_adamw_8bit", 2, 8, true),
+        PAGED_ADAMW_32BIT("paged_adamw_32bit", 2, 32, true),
+        SGD("sgd", 1, 32, false);
+
+        /** bitsandbytes' {@code min_8bit_size}: smaller tensors keep fp32 state. */
+        public static final long MIN_8BIT_SIZE = 4096;
+        /** Values per fp32 absmax in blockwise 8-bit state. */
+        public static final long BLOCK = 2048;
 
         private final String axolotlName;
-        private final int stateBytesPerParam;
+        private final int states;
+        private final int stateBits;
         private final boolean paged;
 
-        Optimizer(String axolotlName, int stateBytesPerParam, boolean paged) {
+        Optimizer(String axolotlName, int states, int stateBits, boolean paged) {
             this.axolotlName = axolotlName;
-            this.stateBytesPerParam = stateBytesPerParam;
+            this.states = states;
+            this.stateBits = stateBits;
             this.paged = paged;
         }
 
@@ -158,17 +148,31 @@ public record Recipe(
             return axolotlName;
         }
 
+        /** Values of state kept per trainable parameter: AdamW's two moments, SGD's one momentum. */
+        public int states() {
+            return states;
+        }
+
+        /** What the state costs per parameter when stored at its own precision (8 for fp32 AdamW). */
         public int stateBytesPerParam() {
-            return stateBytesPerParam;
+            return states * stateBits / 8;
         }
 
         public boolean paged() {
             return paged;
         }
 
-        /** Moments stored in 8 bits (two bytes of state per parameter). */
+        /**
+         * Moments stored in 8 bits, blockwise with an fp32 absmax per {@link #BLOCK} values (bitsandbytes, torchao);
+         * tensors under {@link #MIN_8BIT_SIZE} elements keep 32-bit state.
+         */
         public boolean eightBit() {
-            return stateBytesPerParam == 2;
+            return stateBits == 8;
+        }
+
+        /** How the plan names the state it counts; the 4-bit variant is counted at the regime's moment precision. */
+        public String label() {
+            return eightBit() ? "8-bit AdamW" : this == SGD ? "SGD with momentum" : "AdamW";
         }
 
         /** bitsandbytes' 8-bit AdamW, which FSDP2 cannot shard. */

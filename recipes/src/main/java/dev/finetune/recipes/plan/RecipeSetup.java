@@ -28,7 +28,7 @@ public final class RecipeSetup {
         boolean checkpointing = t.gradientCheckpointing()
                 || (recipe.distributed().fsdp() != null && recipe.distributed().fsdp().activationCheckpointing());
         return new TrainingSetup(modelName, model, recipe.adapter(),
-                regime != null ? regime : regime(recipe, hardware), optimizer(t.optimizer()), micro, accumulation,
+                regime != null ? regime : regime(recipe, hardware), t.optimizer() != null ? t.optimizer() : Recipe.Optimizer.ADAMW_TORCH, micro, accumulation,
                 t.sequenceLen(), checkpointing, objective(recipe.objective(), t.sequenceLen(), generationBatch),
                 sharding(recipe, hardware), hardware, runsInThisJvm(recipe, hardware) ? Kernels.singleDevice() : Kernels.ours());
     }
@@ -71,7 +71,7 @@ public final class RecipeSetup {
      * are kept in fp32 by PEFT (16 B per adapter parameter, the mixed-precision row). {@code --precision} overrides.
      */
     public static PrecisionRegime regime(Recipe recipe, Hardware hardware) {
-        if (!(hardware instanceof Hardware.Gpus) || recipe.precision().compute(true) == Recipe.ComputeDtype.FP32) {
+        if (!(hardware instanceof Hardware.Gpus) || !recipe.precision().sixteenBit(true)) {
             return PrecisionRegime.FP32;
         }
         return recipe.adapter() instanceof AdapterSpec.Lora ? PrecisionRegime.MIXED_FP32_MASTER : PrecisionRegime.BF16_PURE;
@@ -87,16 +87,6 @@ public final class RecipeSetup {
             return fsdp != null && fsdp.offloadParams() ? Sharding.FSDP_OFFLOAD : Sharding.FSDP_FULL_SHARD;
         }
         return Sharding.DDP;
-    }
-
-    public static OptimizerKind optimizer(Recipe.Optimizer optimizer) {
-        if (optimizer == null) {
-            return OptimizerKind.ADAMW;
-        }
-        if (optimizer == Recipe.Optimizer.SGD) {
-            return OptimizerKind.SGD;
-        }
-        return optimizer.eightBit() ? OptimizerKind.ADAMW_8BIT : OptimizerKind.ADAMW;
     }
 
     /**

@@ -1,6 +1,7 @@
 package dev.finetune.recipes.plan;
 
 import dev.finetune.recipes.AdapterSpec;
+import dev.finetune.recipes.Recipe;
 import dev.finetune.recipes.UserError;
 import dev.finetune.recipes.model.ModelConfig;
 
@@ -17,7 +18,7 @@ public record TrainingSetup(
         ModelConfig model,
         AdapterSpec adapter,
         PrecisionRegime precision,
-        OptimizerKind optimizer,
+        Recipe.Optimizer optimizer,
         int microBatch,
         int gradientAccumulation,
         int sequenceLength,

@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.finetune.recipes.AdapterSpec;
+import dev.finetune.recipes.Recipe;
 import dev.finetune.recipes.model.KnownModels;
 import dev.finetune.recipes.model.ModelConfig;
 import java.io.BufferedReader;
@@ -106,7 +107,7 @@ class MeasuredMemoryTest {
                         default -> throw new IllegalStateException(f[11]);
                     });
             TrainingSetup setup = new TrainingSetup(f[1], model, adapter(f[2]), PrecisionRegime.valueOf(f[3].toUpperCase(Locale.ROOT)),
-                    OptimizerKind.valueOf(f[4].toUpperCase(Locale.ROOT)), Integer.parseInt(f[6]), 1, Integer.parseInt(f[5]),
+                    f[4].equals("adamw") ? Recipe.Optimizer.ADAMW_TORCH : Recipe.Optimizer.byName(f[4]), Integer.parseInt(f[6]), 1, Integer.parseInt(f[5]),
                     f[7].equals("on"), new Objective.Sft(), sharding, new Hardware.Gpus(gpus, 1, 80L << 30), kernels);
             rows.add(new Row(f[0], setup, f[12], Double.parseDouble(f[13]), f[14]));
         }

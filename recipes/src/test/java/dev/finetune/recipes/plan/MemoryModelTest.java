@@ -8,6 +8,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import com.google.gson.JsonObject;
 import com.google.gson.JsonParser;
 import dev.finetune.recipes.AdapterSpec;
+import dev.finetune.recipes.Recipe;
 import dev.finetune.recipes.UserError;
 import dev.finetune.recipes.model.KnownModels;
 import dev.finetune.recipes.model.ModelConfig;
@@ -29,7 +30,7 @@ class MemoryModelTest {
 
     static TrainingSetup setup(ModelConfig model, AdapterSpec adapter, PrecisionRegime regime, Objective objective,
             Sharding sharding, int gpus) {
-        return new TrainingSetup("test", model, adapter, regime, OptimizerKind.ADAMW, 2, 4, 2048, true, objective, sharding,
+        return new TrainingSetup("test", model, adapter, regime, Recipe.Optimizer.ADAMW_TORCH, 2, 4, 2048, true, objective, sharding,
                 new Hardware.Gpus(gpus, 1, 80 * GIB), Kernels.ours());
     }
 
@@ -157,7 +158,7 @@ class MemoryModelTest {
         assertEquals(2 + 2 / 8.0, MemoryModel.bytesPerLogit(new Kernels(Kernels.Layers.FUSED, Kernels.Loss.CHUNKED), 2), 1e-12);
         assertEquals(4 + (4 + 2) / 8.0, MemoryModel.bytesPerLogit(new Kernels(Kernels.Layers.EAGER, Kernels.Loss.CHUNKED), 2), 1e-12);
         assertEquals(2 + 4 + 2, MemoryModel.bytesPerLogit(new Kernels(Kernels.Layers.FUSED, Kernels.Loss.FULL), 2), 1e-12);
-        TrainingSetup compiled = new TrainingSetup("test", LLAMA_8B, QLORA, PrecisionRegime.BF16_PURE, OptimizerKind.ADAMW, 2, 1,
+        TrainingSetup compiled = new TrainingSetup("test", LLAMA_8B, QLORA, PrecisionRegime.BF16_PURE, Recipe.Optimizer.ADAMW_TORCH, 2, 1,
                 2048, true, new Objective.Sft(), Sharding.SINGLE, new Hardware.Gpus(1, 1, 24 * GIB),
                 new Kernels(Kernels.Layers.FUSED, Kernels.Loss.CHUNKED));
         assertEquals(Math.round(4096L * 128256 * 2.25), MemoryModel.estimate(compiled).term("logits").in(Phase.FORWARD_BACKWARD));
@@ -180,9 +181,9 @@ class MemoryModelTest {
     @Test
     void eightBitAdamKeepsSmallTensorsIn32Bits() {
         TrainingSetup adamw = new TrainingSetup("test", LLAMA_3B, new AdapterSpec.Full(), PrecisionRegime.BF16_PURE,
-                OptimizerKind.ADAMW, 1, 1, 512, true, new Objective.Sft(), Sharding.SINGLE, new Hardware.Gpus(1, 1, 80 * GIB), Kernels.ours());
+                Recipe.Optimizer.ADAMW_TORCH, 1, 1, 512, true, new Objective.Sft(), Sharding.SINGLE, new Hardware.Gpus(1, 1, 80 * GIB), Kernels.ours());
         TrainingSetup eightBit = new TrainingSetup("test", LLAMA_3B, new AdapterSpec.Full(), PrecisionRegime.BF16_PURE,
-                OptimizerKind.ADAMW_8BIT, 1, 1, 512, true, new Objective.Sft(), Sharding.SINGLE, new Hardware.Gpus(1, 1, 80 * GIB), Kernels.ours());
+                Recipe.Optimizer.ADAMW_BNB_8BIT, 1, 1, 512, true, new Objective.Sft(), Sharding.SINGLE, new Hardware.Gpus(1, 1, 80 * GIB), Kernels.ours());
         long p = LLAMA_3B.parameterCount();
         long small = LLAMA_3B.parameters().inSmallTensors(4096);
         assertEquals((28 * 2 + 1) * 3072L, small, "the RMSNorm vectors of 3072 values are under min_8bit_size");
@@ -193,7 +194,7 @@ class MemoryModelTest {
 
     @Test
     void cpuRunsCountTheMappedCheckpointAndTheRuntime() {
-        TrainingSetup cpu = new TrainingSetup("test", LLAMA_3B, LORA, PrecisionRegime.FP32, OptimizerKind.ADAMW, 1, 1, 512, false,
+        TrainingSetup cpu = new TrainingSetup("test", LLAMA_3B, LORA, PrecisionRegime.FP32, Recipe.Optimizer.ADAMW_TORCH, 1, 1, 512, false,
                 new Objective.Sft(), Sharding.SINGLE, new Hardware.Cpu(16 * GIB), Kernels.ours());
         MemoryEstimate e = MemoryModel.estimate(cpu);
         assertEquals(4 * LLAMA_3B.parameterCount(), e.term("weights").in(Phase.LOAD));
@@ -225,7 +226,7 @@ class MemoryModelTest {
     @Test
     void remediesAreRankedByCostAndEachFits() {
         // 8B LoRA, long sequences, no checkpointing, on a 24 GiB card: micro batch and checkpointing both help.
-        TrainingSetup big = new TrainingSetup("test", LLAMA_8B, LORA, PrecisionRegime.BF16_PURE, OptimizerKind.ADAMW, 4, 1, 4096,
+        TrainingSetup big = new TrainingSetup("test", LLAMA_8B, LORA, PrecisionRegime.BF16_PURE, Recipe.Optimizer.ADAMW_TORCH, 4, 1, 4096,
                 false, new Objective.Sft(), Sharding.SINGLE, new Hardware.Gpus(1, 1, 24 * GIB), Kernels.ours());
         MemoryPlan plan = MemoryPlan.of(big);
         assertFalse(plan.estimate().fits());

@@ -45,7 +45,7 @@ class RecipeSetupTest {
                 new Recipe.Hardware.Gpus(1, 1, 24L << 30));
         TrainingSetup s = RecipeSetup.of(r, "llama", LLAMA_8B, RecipeSetup.hardware(r.hardware()), null, 2, 4, 0);
         assertEquals(PrecisionRegime.MIXED_FP32_MASTER, s.precision());
-        assertEquals(OptimizerKind.ADAMW_8BIT, s.optimizer());
+        assertEquals(Recipe.Optimizer.PAGED_ADAMW_8BIT, s.optimizer());
         assertEquals(Sharding.SINGLE, s.sharding());
         assertEquals(ONE_24, s.hardware());
         assertEquals(8, s.globalBatch());

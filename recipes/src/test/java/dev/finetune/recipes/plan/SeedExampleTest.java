@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.finetune.recipes.AdapterSpec;
+import dev.finetune.recipes.Recipe;
 import dev.finetune.recipes.model.KnownModels;
 import dev.finetune.recipes.model.ModelConfig;
 import org.junit.jupiter.api.Test;
@@ -21,7 +22,7 @@ class SeedExampleTest {
 
     static TrainingSetup setup(int gpus, Sharding sharding, boolean checkpointing) {
         return new TrainingSetup("meta-llama/Llama-2-7b-hf", LLAMA_7B, new AdapterSpec.Full(), PrecisionRegime.BF16_FP32_MOMENTS,
-                OptimizerKind.ADAMW, 4, 1, 2048, checkpointing, new Objective.Sft(), sharding,
+                Recipe.Optimizer.ADAMW_TORCH, 4, 1, 2048, checkpointing, new Objective.Sft(), sharding,
                 new Hardware.Gpus(gpus, 1, 80 * GIB), Kernels.ours());
     }
 
