@@ -123,6 +123,9 @@ final class KeyReader {
             throw new IllegalStateException("'" + scope + key + "' is read twice");
         }
         Entry e = entries.get(key);
+        if (e != null) {
+            problems.written(scope + key, at(key));
+        }
         if (e == null || e.value() instanceof Scalar s && s.value() == null) {
             return null;
         }

@@ -30,8 +30,7 @@ public record ValidatedRecipe(Recipe recipe, BatchPlan plan, List<Finding> warni
             checkPreferencePairs(recipe, problems);
         }
         if (rows != null && rows > 0 && BatchPlan.heldOut(recipe.data().valSetSize(), rows) >= rows) {
-            YamlNode.Entry valSetSize = tree.entry("val_set_size");
-            problems.error(valSetSize != null ? valSetSize.value().where() : tree.where(), "val_set_size "
+            problems.error(problems.at("val_set_size", tree.where()), "val_set_size "
                     + KeyReader.fmt(recipe.data().valSetSize()) + " holds out " + BatchPlan.heldOut(recipe.data()
                     .valSetSize(), rows) + " of the " + rows + " rows, leaving nothing to train on",
                     "lower val_set_size or add data");
@@ -108,8 +107,7 @@ public record ValidatedRecipe(Recipe recipe, BatchPlan plan, List<Finding> warni
         if (source instanceof dev.finetune.recipes.model.ModelSource.Found found) {
             int context = found.config().maxPositionEmbeddings();
             if (recipe.training().sequenceLen() > context) {
-                YamlNode.Entry entry = tree.entry("sequence_len");
-                problems.error(entry != null ? entry.value().where() : tree.where(), "sequence_len "
+                problems.error(problems.at("sequence_len", tree.where()), "sequence_len "
                         + recipe.training().sequenceLen() + " is beyond the model's context of " + context
                         + " tokens (max_position_embeddings, " + found.from() + ")",
                         "set sequence_len: " + context + " or less");
