@@ -31,7 +31,7 @@ final class DataSection {
             problems.error(top.where(), "datasets is required", "add e.g. 'datasets: [{path: data/train.jsonl, type: alpaca}]'");
         }
         // Axolotl's meaning: a share of the rows below 1, else a number of rows
-        double valSetSize = top.number("val_set_size", 0.0, 0, Double.MAX_VALUE);
+        double valSetSize = top.number("val_set_size", 0, Double.MAX_VALUE);
         if (valSetSize >= 1 && valSetSize != Math.rint(valSetSize)) {
             problems.error(top.at("val_set_size"), "val_set_size " + KeyReader.fmt(valSetSize) + " is neither a "
                     + "fraction below 1 nor a whole number of rows", "use e.g. 0.05 (5 % of the rows) or 200 (rows)");
@@ -42,9 +42,9 @@ final class DataSection {
                     "set val_set_size: 0 or remove test_datasets");
         }
         String prepared = top.string("dataset_prepared_path", null);
-        boolean trainOnInputs = top.bool("train_on_inputs", false);
-        String excess = top.choice("excess_length_strategy", "drop", List.of("drop", "truncate", "raise"));
-        boolean skipInvalidRows = top.bool("dataset_skip_invalid_rows", false);
+        boolean trainOnInputs = top.bool("train_on_inputs");
+        String excess = top.choice("excess_length_strategy", List.of("drop", "truncate", "raise"));
+        boolean skipInvalidRows = top.bool("dataset_skip_invalid_rows");
         return new Recipe.Data(datasets == null ? List.of() : datasets, tests == null ? List.of() : tests, valSetSize,
                 prepared, trainOnInputs, Recipe.ExcessLength.valueOf(excess.toUpperCase(java.util.Locale.ROOT)), skipInvalidRows);
     }
@@ -86,7 +86,7 @@ final class DataSection {
         KeyReader r = new KeyReader(m, "datasets[].", problems);
         String path = r.string("path", null);
         YamlNode typeNode = r.node("type");
-        String split = r.string("split", "train");
+        String split = r.string("split");
         r.string("name", null);
         r.node("data_files");
         r.string("ds_type", null);
@@ -120,11 +120,11 @@ final class DataSection {
         r.choice("train_on_eot", null, List.of("all", "turn", "last", "none"));
         String chatTemplate = r.string("chat_template", null);
         r.string("chat_template_jinja", null);
-        r.bool("drop_system_message", false);
+        r.bool("drop_system_message");
         String fieldChosen = r.string("field_chosen", null);
         String fieldRejected = r.string("field_rejected", null);
         r.string("revision", null);
-        if (Boolean.TRUE.equals(r.bool("trust_remote_code", false))) {
+        if (Boolean.TRUE.equals(r.bool("trust_remote_code"))) {
             problems.error(r.at("trust_remote_code"), "datasets[].trust_remote_code is unsupported: dataset loading scripts are not run",
                     "use a dataset stored as JSONL, JSON or Parquet");
         }

@@ -132,6 +132,49 @@ final class KeyReader {
         return e.value();
     }
 
+    /**
+     * The key table's default for {@code key}: a read without a fallback takes it, so a default is written once, in
+     * {@code recipe-keys.tsv}.
+     */
+    private String tableDefault(String key) {
+        Key spec = keys != null ? null : RecipeKeys.get(scope + key);
+        if (spec == null || spec.defaultValue().isEmpty()) {
+            throw new IllegalStateException("'" + scope + key + "' has no default in recipe-keys.tsv");
+        }
+        return spec.defaultValue();
+    }
+
+    /** A text value, or the table's default. */
+    String string(String key) {
+        return string(key, tableDefault(key));
+    }
+
+    /** One of {@code choices}, or the table's default. */
+    String choice(String key, List<String> choices) {
+        return choice(key, tableDefault(key), choices);
+    }
+
+    boolean bool(String key) {
+        return bool(key, Boolean.parseBoolean(tableDefault(key)));
+    }
+
+    Recipe.Flag flag(String key) {
+        return flag(key, Recipe.Flag.valueOf(tableDefault(key).toUpperCase(java.util.Locale.ROOT)));
+    }
+
+    int integer(String key, long min) {
+        return integer(key, Integer.valueOf(tableDefault(key)), min);
+    }
+
+    /** Named apart from {@code integer(key, fallback, min)}, which an int fallback would otherwise not reach. */
+    int integerIn(String key, long min, long max) {
+        return integer(key, Integer.valueOf(tableDefault(key)), min, max);
+    }
+
+    double number(String key, double min, double max) {
+        return number(key, Double.valueOf(tableDefault(key)), min, max);
+    }
+
     private static boolean supported(String fullKey) {
         Key spec = RecipeKeys.get(fullKey);
         return spec != null && spec.status() == Status.SUPPORTED;

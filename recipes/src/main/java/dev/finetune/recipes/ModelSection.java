@@ -71,7 +71,7 @@ final class ModelSection {
         }
         String baseModelConfig = top.string("base_model_config", null);
         String tokenizerConfig = top.string("tokenizer_config", null);
-        boolean trustRemoteCode = top.bool("trust_remote_code", false);
+        boolean trustRemoteCode = top.bool("trust_remote_code");
         if (trustRemoteCode) {
             problems.warn(top.at("trust_remote_code"), "trust_remote_code is ignored: finetune runs no model code from checkpoints",
                     "remove it");
@@ -106,21 +106,21 @@ final class ModelSection {
 
     AdapterSpec adapter(KeyReader top) {
         String adapter = top.string("adapter", null);
-        boolean in4 = Boolean.TRUE.equals(top.bool("load_in_4bit", false));
-        boolean in8 = Boolean.TRUE.equals(top.bool("load_in_8bit", false));
+        boolean in4 = Boolean.TRUE.equals(top.bool("load_in_4bit"));
+        boolean in8 = Boolean.TRUE.equals(top.bool("load_in_8bit"));
         Integer r = top.integer("lora_r", null, 1);
         Double alpha = top.number("lora_alpha", null, Double.MIN_VALUE, Double.MAX_VALUE);
-        Double dropout = top.number("lora_dropout", 0.0, 0.0, 0.999);
+        Double dropout = top.number("lora_dropout", 0.0, 0.999);
         List<String> targets = top.strings("lora_target_modules", true);
         Boolean targetLinear = top.bool("lora_target_linear", null);
-        Boolean fanInFanOut = top.bool("lora_fan_in_fan_out", false);
-        boolean rslora = top.bool("peft_use_rslora", false);
+        Boolean fanInFanOut = top.bool("lora_fan_in_fan_out");
+        boolean rslora = top.bool("peft_use_rslora");
         Mapping bnb = top.mapping("bnb_config_kwargs");
         boolean doubleQuant = true;
         if (bnb != null) {
             KeyReader b = new KeyReader(bnb, "bnb_config_kwargs.", problems);
-            doubleQuant = b.bool("bnb_4bit_use_double_quant", true);
-            b.choice("bnb_4bit_quant_type", "nf4", List.of("nf4"));
+            doubleQuant = b.bool("bnb_4bit_use_double_quant");
+            b.choice("bnb_4bit_quant_type", List.of("nf4"));
             b.string("bnb_4bit_compute_dtype", null);
             b.string("bnb_4bit_quant_storage", null);
             b.finish();

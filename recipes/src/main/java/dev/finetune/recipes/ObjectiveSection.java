@@ -26,8 +26,8 @@ final class ObjectiveSection {
     Recipe.Objective objective(KeyReader top) {
         String rl = top.string("rl", null);
         Double rlBeta = top.number("rl_beta", null, 0, Double.MAX_VALUE);
-        double labelSmoothing = top.number("dpo_label_smoothing", 0.0, 0, 0.5);
-        boolean precompute = top.bool("precompute_ref_log_probs", false);
+        double labelSmoothing = top.number("dpo_label_smoothing", 0, 0.5);
+        boolean precompute = top.bool("precompute_ref_log_probs");
         List<String> lossTypes = top.strings("dpo_loss_type", true);
         YamlNode lossWeights = top.node("dpo_loss_weights");
         Mapping trlMap = top.mapping("trl");
@@ -40,9 +40,9 @@ final class ObjectiveSection {
         Double beta = rlBeta != null ? rlBeta : trlBeta;
         Integer numGenerations = trl.integer("num_generations", null, 2);
         Integer generationBatch = trl.integer("generation_batch_size", null, 1);
-        Integer maxCompletion = trl.integer("max_completion_length", 256, 1);
-        Double temperature = trl.number("temperature", 1.0, Double.MIN_VALUE, Double.MAX_VALUE);
-        Double epsilon = trl.number("epsilon", 0.2, 0, 1);
+        Integer maxCompletion = trl.integer("max_completion_length", 1);
+        Double temperature = trl.number("temperature", Double.MIN_VALUE, Double.MAX_VALUE);
+        Double epsilon = trl.number("epsilon", 0, 1);
         YamlNode rewardNode = trl.node("reward_funcs");
         List<RewardSpec> rewardFuncs = rewardNode == null ? null : RewardSpecs.read(rewardNode, recipeDir, problems);
         YamlNode weightsNode = trl.node("reward_weights");
@@ -61,13 +61,13 @@ final class ObjectiveSection {
         }
         Double epsilonHigh = trl.number("epsilon_high", null, 0, Double.MAX_VALUE);
         Double delta = trl.number("delta", null, 1, Double.MAX_VALUE);
-        Integer topK = trl.integer("top_k", 0, 0);
-        Double topP = trl.number("top_p", 1.0, Double.MIN_VALUE, 1);
+        Integer topK = trl.integer("top_k", 0);
+        Double topP = trl.number("top_p", Double.MIN_VALUE, 1);
         Double minP = trl.number("min_p", null, 0, 1);
-        Double repetitionPenalty = trl.number("repetition_penalty", 1.0, Double.MIN_VALUE, Double.MAX_VALUE);
+        Double repetitionPenalty = trl.number("repetition_penalty", Double.MIN_VALUE, Double.MAX_VALUE);
         boolean maskTruncated = trl.bool("mask_truncated_completions", false);
-        boolean biasCorrectedKl = trl.bool("use_bias_correction_kl", true);
-        boolean useVllm = trl.bool("use_vllm", false);
+        boolean biasCorrectedKl = trl.bool("use_bias_correction_kl");
+        boolean useVllm = trl.bool("use_vllm");
         trl.finish();
         if (rl == null) {
             if (trlMap != null && !trlMap.entries().isEmpty()) {

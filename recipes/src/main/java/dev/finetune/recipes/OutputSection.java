@@ -37,7 +37,7 @@ final class OutputSection {
             problems.error(resumeNode.where(), "resume_from_checkpoint must be true or a checkpoint folder, got "
                     + YamlNode.describe(resumeNode), "write resume_from_checkpoint: true");
         }
-        if (top.bool("auto_resume_from_checkpoints", false) && resume instanceof Resume.Fresh) {
+        if (top.bool("auto_resume_from_checkpoints") && resume instanceof Resume.Fresh) {
             resume = new Resume.Newest();
         }
         String loraModelDir = top.string("lora_model_dir", null);
@@ -49,7 +49,7 @@ final class OutputSection {
         String saveStrategy = top.choice("save_strategy", null, List.of("no", "epoch", "steps", "best"));
         Double saveSteps = top.number("save_steps", null, Double.MIN_VALUE, Double.MAX_VALUE);
         Integer savesPerEpoch = top.integer("saves_per_epoch", null, 0);
-        int saveTotalLimit = top.integer("save_total_limit", 4, 1);
+        int saveTotalLimit = top.integer("save_total_limit", 1);
         String evalStrategy = top.choice("eval_strategy", null, List.of("no", "epoch", "steps"));
         Double evalSteps = top.number("eval_steps", null, Double.MIN_VALUE, Double.MAX_VALUE);
         Integer evalsPerEpoch = top.integer("evals_per_epoch", null, 0);
@@ -95,6 +95,6 @@ final class OutputSection {
         }
         return new Recipe.Output(outputDir, resume, loraModelDir, saveStrategy, saveSteps, savesPerEpoch,
                 saveTotalLimit, evalStrategy, evalSteps, evalsPerEpoch, loggingSteps, patience, metric,
-                top.bool("overwrite_output_dir", false), top.bool("use_tensorboard", false));
+                top.bool("overwrite_output_dir"), top.bool("use_tensorboard", false));
     }
 }

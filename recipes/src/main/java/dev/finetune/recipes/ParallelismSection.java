@@ -46,9 +46,9 @@ final class ParallelismSection {
             return new Recipe.Hardware.Unspecified();
         }
         KeyReader h = new KeyReader(m, "hardware.", problems);
-        boolean cpu = h.bool("cpu", false);
+        boolean cpu = h.bool("cpu");
         Integer gpus = h.integer("gpus", null, 1, Recipe.Hardware.MAX_GPUS_PER_NODE);
-        Integer nodes = h.integer("nodes", 1, 1, Recipe.Hardware.MAX_NODES);
+        Integer nodes = h.integerIn("nodes", 1, Recipe.Hardware.MAX_NODES);
         String memory = h.string("gpu_memory", null);
         String gpu = h.string("gpu_type", null);
         Double tflops = h.number("gpu_tflops", null, Double.MIN_VALUE, 1e6);
@@ -96,8 +96,8 @@ final class ParallelismSection {
         List<String> fsdpList = top.strings("fsdp", true);
         Integer topVersion = top.integer("fsdp_version", null, 1);
         Mapping config = top.mapping("fsdp_config");
-        Integer cp = top.integer("context_parallel_size", 1, 1);
-        Integer tp = top.integer("tensor_parallel_size", 1, 1);
+        Integer cp = top.integer("context_parallel_size", 1);
+        Integer tp = top.integer("tensor_parallel_size", 1);
         top.integer("dp_shard_size", null, 1);
         Integer replicate = top.integer("dp_replicate_size", null, 1);
         if (cp != null && cp > 1) {
@@ -132,10 +132,10 @@ final class ParallelismSection {
         Integer innerVersion = f.integer("fsdp_version", null, 1);
         Integer innerVersion2 = f.integer("version", null, 1);
         int version = topVersion != null ? topVersion : innerVersion != null ? innerVersion : innerVersion2 != null ? innerVersion2 : 1;
-        boolean offload = f.bool("offload_params", false);
-        boolean reshard = f.bool("reshard_after_forward", true);
-        boolean activationCheckpointing = f.bool("activation_checkpointing", false);
-        boolean ramEfficient = f.bool("cpu_ram_efficient_loading", false);
+        boolean offload = f.bool("offload_params");
+        boolean reshard = f.bool("reshard_after_forward");
+        boolean activationCheckpointing = f.bool("activation_checkpointing");
+        boolean ramEfficient = f.bool("cpu_ram_efficient_loading");
         String stateDict = f.choice("state_dict_type", null, List.of("FULL_STATE_DICT", "SHARDED_STATE_DICT", "LOCAL_STATE_DICT"));
         f.choice("final_state_dict_type", null, List.of("FULL_STATE_DICT", "SHARDED_STATE_DICT", "LOCAL_STATE_DICT"));
         String wrap = f.choice("auto_wrap_policy", null, List.of("TRANSFORMER_BASED_WRAP", "SIZE_BASED_WRAP"));
@@ -167,7 +167,7 @@ final class ParallelismSection {
             problems.error(top.at("optimizer"), "optimizer " + training.optimizer().axolotlName() + " does not run "
                     + "on hardware: cpu: the CPU trainer runs 32-bit AdamW", "use optimizer: adamw_torch");
         }
-        String b = top.choice("backend", "auto", List.of("auto", "single", "fsdp"));
+        String b = top.choice("backend", List.of("auto", "single", "fsdp"));
         Recipe.Backend backend = Recipe.Backend.valueOf(b.toUpperCase(Locale.ROOT));
         if (backend == Recipe.Backend.SINGLE && hardware.devices() > 1) {
             problems.error(top.at("backend"), "backend: single runs on one device, but hardware has " + hardware.devices() + " GPUs",

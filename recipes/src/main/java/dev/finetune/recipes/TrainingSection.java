@@ -41,15 +41,15 @@ final class TrainingSection {
 
     Recipe.Training training(KeyReader top, Recipe.Objective objective) {
         // one token predicts nothing: the shortest trainable sequence is an input and its next token
-        int sequenceLen = top.integer("sequence_len", 512, 2);
-        boolean packing = top.bool("sample_packing", false);
+        int sequenceLen = top.integer("sequence_len", 2);
+        boolean packing = top.bool("sample_packing");
         if (packing && !(objective instanceof Recipe.Objective.Sft) && top.has("rl")) {
             problems.error(top.at("sample_packing"), "sample_packing does not work with rl (preference pairs and generations are not packed)",
                     "set sample_packing: false");
         }
         boolean evalPacking = top.bool("eval_sample_packing", packing);
         boolean pad = top.bool("pad_to_sequence_len", packing);
-        double epochs = top.number("num_epochs", 1.0, Double.MIN_VALUE, Double.MAX_VALUE);
+        double epochs = top.number("num_epochs", Double.MIN_VALUE, Double.MAX_VALUE);
         Integer maxSteps = top.integer("max_steps", null, 1);
         Double lr = top.number("learning_rate", null, 0, Double.MAX_VALUE);
         if (lr == null && !top.has("learning_rate")) {
@@ -57,7 +57,7 @@ final class TrainingSection {
         } else if (lr != null && lr == 0) {
             problems.error(top.at("learning_rate"), "learning_rate is 0, so nothing would be trained", "use e.g. learning_rate: 2e-4");
         }
-        String schedulerName = top.string("lr_scheduler", "cosine");
+        String schedulerName = top.string("lr_scheduler");
         LrScheduler scheduler = LrScheduler.byKey(schedulerName);
         if (scheduler == null) {
             List<String> names = java.util.Arrays.stream(LrScheduler.values()).map(LrScheduler::key).toList();
@@ -77,7 +77,7 @@ final class TrainingSection {
         if (top.has("warmup_steps") && top.has("warmup_ratio")) {
             problems.error(top.at("warmup_ratio"), "warmup_steps and warmup_ratio are both set", "keep only one of them");
         }
-        String optimizerName = top.string("optimizer", "adamw_torch_fused");
+        String optimizerName = top.string("optimizer");
         Recipe.Optimizer optimizer = Recipe.Optimizer.byName(optimizerName);
         if (optimizer == null) {
             List<String> names = new ArrayList<>();
@@ -96,11 +96,11 @@ final class TrainingSection {
             }
             optimizer = Recipe.Optimizer.ADAMW_TORCH_FUSED;
         }
-        double weightDecay = top.number("weight_decay", 0.0, 0, Double.MAX_VALUE);
-        double beta1 = top.number("adam_beta1", 0.9, 0, 0.999999);
-        double beta2 = top.number("adam_beta2", 0.999, 0, 0.999999);
-        double eps = top.number("adam_epsilon", 1e-8, Double.MIN_VALUE, 1);
-        double maxGradNorm = top.number("max_grad_norm", 1.0, 0, Double.MAX_VALUE);
+        double weightDecay = top.number("weight_decay", 0, Double.MAX_VALUE);
+        double beta1 = top.number("adam_beta1", 0, 0.999999);
+        double beta2 = top.number("adam_beta2", 0, 0.999999);
+        double eps = top.number("adam_epsilon", Double.MIN_VALUE, 1);
+        double maxGradNorm = top.number("max_grad_norm", 0, Double.MAX_VALUE);
         boolean checkpointing = false;
         YamlNode gc = top.node("gradient_checkpointing");
         if (gc instanceof Scalar s && s.value() instanceof Boolean b) {
@@ -118,10 +118,10 @@ final class TrainingSection {
             k.bool("use_reentrant", null);
             k.finish();
         }
-        Integer seed = top.integer("seed", 42, 0);
+        Integer seed = top.integer("seed", 0);
         return new Recipe.Training(sequenceLen, packing, evalPacking, pad, epochs, maxSteps, lr == null ? 0 : lr, scheduler,
                 minLrRatio, warmupSteps, warmupRatio, optimizer, weightDecay, beta1, beta2, eps, maxGradNorm, checkpointing,
-                seed, top.bool("stop_on_nonfinite", true));
+                seed, top.bool("stop_on_nonfinite"));
     }
 
 }
