@@ -33,7 +33,7 @@ final class DataSection {
         // Axolotl's meaning: a share of the rows below 1, else a number of rows
         double valSetSize = top.number("val_set_size", 0, Double.MAX_VALUE);
         if (valSetSize >= 1 && valSetSize != Math.rint(valSetSize)) {
-            problems.error(top.at("val_set_size"), "val_set_size " + KeyReader.fmt(valSetSize) + " is neither a "
+            problems.error(top.at("val_set_size"), "val_set_size " + YamlNumbers.fmt(valSetSize) + " is neither a "
                     + "fraction below 1 nor a whole number of rows", "use e.g. 0.05 (5 % of the rows) or 200 (rows)");
             valSetSize = 0;
         }

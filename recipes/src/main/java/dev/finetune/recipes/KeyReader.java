@@ -7,7 +7,6 @@ import dev.finetune.recipes.YamlNode.Mapping;
 import dev.finetune.recipes.YamlNode.Scalar;
 import dev.finetune.recipes.YamlNode.Sequence;
 import dev.finetune.recipes.YamlNode.Where;
-import java.math.BigInteger;
 import java.util.ArrayList;
 import java.util.HashSet;
 import java.util.LinkedHashMap;
@@ -253,7 +252,7 @@ final class KeyReader {
         if (n == null) {
             return fallback;
         }
-        Long v = wholeNumber(n);
+        Long v = YamlNumbers.wholeNumber(n);
         if (v == null) {
             problems.invalid.add(scope + key);
             if (n instanceof Scalar s && s.value() instanceof Double d && !d.isNaN()) {
@@ -283,7 +282,7 @@ final class KeyReader {
         if (n == null) {
             return fallback;
         }
-        Double v = realNumber(n);
+        Double v = YamlNumbers.realNumber(n);
         if (v == null || v.isNaN() || v.isInfinite()) {
             typeError(key, n, "a number", key + ": " + example(key));
             return fallback;
@@ -292,12 +291,13 @@ final class KeyReader {
             problems.invalid.add(scope + key);
             // Double.MIN_VALUE stands for "greater than 0"; printing it (4.9E-324) would help nobody
             boolean positive = min == Double.MIN_VALUE;
-            String lower = positive ? "greater than 0" : min == 0 ? "0 or more" : "at least " + fmt(min);
+            String lower = positive ? "greater than 0" : min == 0 ? "0 or more" : "at least " + YamlNumbers.fmt(min);
             String range = max == Double.MAX_VALUE ? lower
-                    : positive ? "greater than 0 and at most " + fmt(max) : "between " + fmt(min) + " and " + fmt(max);
+                    : positive ? "greater than 0 and at most " + YamlNumbers.fmt(max)
+                    : "between " + YamlNumbers.fmt(min) + " and " + YamlNumbers.fmt(max);
             double example = Math.max(min, Math.min(max, Math.abs(v)));
-            problems.error(n.where(), scope + key + " must be " + range + ", got " + fmt(v),
-                    "write e.g. " + key + ": " + (positive && example < 1e-300 ? example(key) : fmt(example)));
+            problems.error(n.where(), scope + key + " must be " + range + ", got " + YamlNumbers.fmt(v),
+                    "write e.g. " + key + ": " + (positive && example < 1e-300 ? example(key) : YamlNumbers.fmt(example)));
             return fallback;
         }
         return v;
@@ -359,49 +359,6 @@ final class KeyReader {
         problems.invalid.add(scope + key);
         problems.error(n.where(), scope + key + " must be " + expected + ", got " + YamlNode.describe(n),
                 "write e.g. '" + example + "'");
-    }
-
-    static Long wholeNumber(YamlNode n) {
-        if (!(n instanceof Scalar s)) {
-            return null;
-        }
-        Object v = s.value();
-        if (v instanceof Long l) {
-            return l;
-        }
-        if (v instanceof BigInteger) {
-            return Long.MAX_VALUE;
-        }
-        if (v instanceof String t) {
-            try {
-                return Long.parseLong(t.trim());
-            } catch (NumberFormatException e) {
-                return null;
-            }
-        }
-        return null;
-    }
-
-    static Double realNumber(YamlNode n) {
-        if (!(n instanceof Scalar s)) {
-            return null;
-        }
-        Object v = s.value();
-        if (v instanceof Long || v instanceof Double || v instanceof BigInteger) {
-            return ((Number) v).doubleValue();
-        }
-        if (v instanceof String t) {
-            try {
-                return Double.parseDouble(t.trim());
-            } catch (NumberFormatException e) {
-                return null;
-            }
-        }
-        return null;
-    }
-
-    static String fmt(double v) {
-        return v == Math.rint(v) && Math.abs(v) < 1e15 ? Long.toString((long) v) : Double.toString(v);
     }
 
     /** The entries nobody read, in written order. */

@@ -34,7 +34,7 @@ final class ObjectiveSection {
         KeyReader trl = new KeyReader(trlMap == null ? new Mapping(Map.of(), top.where()) : trlMap, "trl.", problems);
         Double trlBeta = trl.number("beta", null, 0, Double.MAX_VALUE);
         if (rlBeta != null && trlBeta != null && !rlBeta.equals(trlBeta)) {
-            problems.error(trl.at("beta"), "trl.beta (" + KeyReader.fmt(trlBeta) + ") and rl_beta (" + KeyReader.fmt(rlBeta)
+            problems.error(trl.at("beta"), "trl.beta (" + YamlNumbers.fmt(trlBeta) + ") and rl_beta (" + YamlNumbers.fmt(rlBeta)
                     + ") disagree", "keep only one of them");
         }
         Double beta = rlBeta != null ? rlBeta : trlBeta;
@@ -114,7 +114,7 @@ final class ObjectiveSection {
         List<Double> weights = new ArrayList<>();
         if (weightsNode instanceof Sequence seq) {
             for (YamlNode w : seq.items()) {
-                Double v = KeyReader.realNumber(w);
+                Double v = YamlNumbers.realNumber(w);
                 if (v == null) {
                     problems.error(w.where(), "trl.reward_weights items must be numbers, got " + YamlNode.describe(w),
                             "write e.g. reward_weights: [1.0, 0.5]");
@@ -181,7 +181,7 @@ final class ObjectiveSection {
         List<Double> weights = new ArrayList<>();
         if (weightsNode instanceof Sequence seq) {
             for (YamlNode w : seq.items()) {
-                Double v = KeyReader.realNumber(w);
+                Double v = YamlNumbers.realNumber(w);
                 if (v == null) {
                     problems.error(w.where(), "dpo_loss_weights items must be numbers, got " + YamlNode.describe(w),
                             "write e.g. dpo_loss_weights: [1.0, 0.5]");

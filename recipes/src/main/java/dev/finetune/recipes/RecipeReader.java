@@ -36,7 +36,7 @@ final class RecipeReader {
         if (objective instanceof Recipe.Objective.Grpo grpo && grpo.beta() != 0 && adapter instanceof AdapterSpec.Full) {
             // the KL term needs the reference model; with LoRA it is the adapter switched off, a full fine-tune
             // would need a second copy of the weights
-            problems.error(top.at(top.has("rl_beta") ? "rl_beta" : "trl"), "GRPO with beta " + KeyReader.fmt(grpo.beta())
+            problems.error(top.at(top.has("rl_beta") ? "rl_beta" : "trl"), "GRPO with beta " + YamlNumbers.fmt(grpo.beta())
                     + " needs a reference model, and a full fine-tune has none without a second copy of the weights",
                     "use adapter: lora (the reference is the adapter switched off), or trl.beta: 0");
         }

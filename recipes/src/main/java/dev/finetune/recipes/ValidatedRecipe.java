@@ -31,7 +31,7 @@ public record ValidatedRecipe(Recipe recipe, BatchPlan plan, List<Finding> warni
         }
         if (rows != null && rows > 0 && BatchPlan.heldOut(recipe.data().valSetSize(), rows) >= rows) {
             problems.error(problems.at("val_set_size", tree.where()), "val_set_size "
-                    + KeyReader.fmt(recipe.data().valSetSize()) + " holds out " + BatchPlan.heldOut(recipe.data()
+                    + YamlNumbers.fmt(recipe.data().valSetSize()) + " holds out " + BatchPlan.heldOut(recipe.data()
                     .valSetSize(), rows) + " of the " + rows + " rows, leaving nothing to train on",
                     "lower val_set_size or add data");
         }
