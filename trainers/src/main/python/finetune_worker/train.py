@@ -13,6 +13,7 @@ import resource
 import shutil
 import signal
 import sys
+import threading
 import time
 import traceback
 
@@ -310,9 +311,31 @@ def run(plan, world, report):
     report.emit("saved", files=files, step=step)
 
 
+def _follow_launcher():
+    """Ends this rank when the launcher's process is gone (killed with SIGKILL, say): the output folder's lock died
+    with it, so a rank that went on writing there could mix its files with the next run's."""
+    launcher = os.environ.get("FINETUNE_LAUNCHER_PID")
+    if not launcher:
+        return
+
+    def watch():
+        while True:
+            time.sleep(1.0)
+            try:
+                os.kill(int(launcher), 0)
+            except ProcessLookupError:
+                sys.stderr.write("the launcher (pid %s) is gone: stopping this rank\n" % launcher)
+                os._exit(1)
+            except OSError:
+                pass  # alive, owned by another user
+
+    threading.Thread(target=watch, name="launcher-watch", daemon=True).start()
+
+
 def main(plan_path):
     with open(plan_path) as f:
         plan = json.load(f)
+    _follow_launcher()
     world = None
     report = Reporter(None)
     try:

@@ -49,6 +49,14 @@ public final class OutputFolder implements AutoCloseable {
     public static final String MARKER = "finetune-run.json";
     /** Held locked for the whole run; its content (the holder's pid) is only for messages. */
     public static final String LOCK = ".finetune.lock";
+    /**
+     * {@code finetune preprocess}'s cache of packed batches (the fsdp backend's input), named by a hash of the data,
+     * settings and tokenizer: written before a run claims the folder and valid for any run, so it neither makes the
+     * folder someone else's nor is deleted by {@code overwrite_output_dir}.
+     */
+    public static final String PREPARED = "prepared";
+    /** The fsdp worker's resume state in its {@code checkpoint-N} folders (the JVM trainer's is CheckpointStore.STATE). */
+    public static final String WORKER_STATE = "worker_state.json";
 
     private static final List<String> FINAL_WEIGHTS = List.of("adapter_model.safetensors", "model.safetensors");
     private static final Gson GSON = new GsonBuilder().setPrettyPrinting().disableHtmlEscaping().create();
@@ -183,7 +191,7 @@ public final class OutputFolder implements AutoCloseable {
             }
             // Folders written before the marker existed: a complete checkpoint whose recipe hash is ours (the
             // trainer refuses any other before this point) shows the folder is this recipe's.
-            if (!new CheckpointStore(folder, 0).complete().isEmpty()) {
+            if (checkpoints(folder) > 0) {
                 return Verdict.RESUME;
             }
         }
@@ -198,12 +206,25 @@ public final class OutputFolder implements AutoCloseable {
 
     /** A checkpoint or final weights: what a run must not silently replace or mix with its own. */
     private static boolean holdsResults(Path folder) {
-        return !new CheckpointStore(folder, 0).complete().isEmpty()
-                || FINAL_WEIGHTS.stream().anyMatch(name -> Files.exists(folder.resolve(name)));
+        return checkpoints(folder) > 0 || FINAL_WEIGHTS.stream().anyMatch(name -> Files.exists(folder.resolve(name)));
+    }
+
+    /** Complete checkpoints of either backend: the JVM trainer's, and the fsdp worker's. */
+    private static int checkpoints(Path folder) {
+        int worker = 0;
+        if (Files.isDirectory(folder)) {
+            try (Stream<Path> children = Files.list(folder)) {
+                worker = (int) children.filter(c -> c.getFileName().toString().matches("checkpoint-\\d+")
+                        && Files.isRegularFile(c.resolve(WORKER_STATE))).count();
+            } catch (IOException e) {
+                throw new UncheckedIOException(e);
+            }
+        }
+        return new CheckpointStore(folder, 0).complete().size() + worker;
     }
 
     private static UserError finishedRun(Path folder) {
-        int checkpoints = new CheckpointStore(folder, 0).complete().size();
+        int checkpoints = checkpoints(folder);
         return new UserError(folder.toString(), "output_dir already holds an earlier run ("
                 + (checkpoints == 0 ? "no checkpoints" : checkpoints + (checkpoints == 1 ? " checkpoint" : " checkpoints"))
                 + "), and a new run would mix its files with that one's",
@@ -293,13 +314,13 @@ public final class OutputFolder implements AutoCloseable {
         }
     }
 
-    /** The folder's entries but the lock file, sorted; none when it does not exist. */
+    /** The folder's entries but the lock file and the preprocess cache, sorted; none when it does not exist. */
     private static List<String> contents(Path folder) {
         if (!Files.isDirectory(folder)) {
             return List.of();
         }
         try (Stream<Path> children = Files.list(folder)) {
-            return children.map(p -> p.getFileName().toString()).filter(name -> !name.equals(LOCK)).sorted().toList();
+            return children.filter(p -> !kept(p)).map(p -> p.getFileName().toString()).sorted().toList();
         } catch (IOException e) {
             throw new UserError(folder.toString(), "cannot list output_dir: " + e.getMessage(),
                     "check the folder's permissions");
@@ -336,11 +357,31 @@ public final class OutputFolder implements AutoCloseable {
                 StandardCopyOption.ATOMIC_MOVE);
     }
 
-    /** Deletes everything in the folder but the lock; links are removed, never followed. */
+    /**
+     * The lock, and {@link #PREPARED} while it holds nothing but preprocess's batches files (a folder of the same
+     * name with anything else in it is the user's, and counts).
+     */
+    private static boolean kept(Path child) {
+        String name = child.getFileName().toString();
+        if (name.equals(LOCK)) {
+            return true;
+        }
+        if (!name.equals(PREPARED) || Files.isSymbolicLink(child) || !Files.isDirectory(child)) {
+            return false;
+        }
+        try (Stream<Path> files = Files.list(child)) {
+            return files.allMatch(f -> Files.isRegularFile(f, java.nio.file.LinkOption.NOFOLLOW_LINKS)
+                    && f.getFileName().toString().matches("\\.?batches-[0-9a-f]{16}\\.safetensors(\\.tmp)?"));
+        } catch (IOException e) {
+            return false;
+        }
+    }
+
+    /** Deletes everything in the folder but the lock and the preprocess cache; links are removed, never followed. */
     private static void deleteContents(Path folder) throws IOException {
         List<Path> children;
         try (Stream<Path> listing = Files.list(folder)) {
-            children = listing.filter(p -> !p.getFileName().toString().equals(LOCK)).toList();
+            children = listing.filter(p -> !kept(p)).toList();
         }
         List<Path> all = new ArrayList<>();
         for (Path child : children) {

@@ -169,12 +169,12 @@ public final class SingleDeviceBackend {
                 recipe.output().overwriteOutputDir(), provenance.toJson()));
     }
 
-    static boolean resuming(Recipe recipe) {
+    public static boolean resuming(Recipe recipe) {
         return !(recipe.output().resume() instanceof dev.finetune.recipes.Resume.Fresh);
     }
 
     /** Every local file or folder the run reads, by the key that names it: output_dir may be none of them. */
-    static Map<Path, String> inputs(ValidatedRecipe validated) {
+    public static Map<Path, String> inputs(ValidatedRecipe validated) {
         Recipe recipe = validated.recipe();
         Map<Path, String> inputs = new LinkedHashMap<>();
         for (Path recipeFile : Provenance.recipeFiles(validated.tree())) {

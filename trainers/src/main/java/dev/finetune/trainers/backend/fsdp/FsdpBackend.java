@@ -9,6 +9,8 @@ import dev.finetune.recipes.AdapterSpec;
 import dev.finetune.recipes.Recipe;
 import dev.finetune.recipes.UserError;
 import dev.finetune.recipes.ValidatedRecipe;
+import dev.finetune.trainers.backend.OutputFolder;
+import dev.finetune.trainers.backend.Provenance;
 import dev.finetune.trainers.backend.RunFiles;
 import dev.finetune.trainers.backend.SingleDeviceBackend;
 import dev.finetune.trainers.train.Trainer;
@@ -147,25 +149,51 @@ public final class FsdpBackend {
                 environment.packages().get("transformers"), environment.packages().get("peft"), launch.worldSize(),
                 launch.worldSize() == 1 ? "" : "s", cpu ? "CPU (gloo)" : environment.cudaDevices() + " CUDA device(s)");
 
+        // The first node owns output_dir as a single-device run does (OutputFolder): the quick answer now, the
+        // claim under the OS lock once the data is packed (its batch count is part of the folder's recipe hash).
+        boolean owner = launch.nodeRank() == 0;
+        if (owner) {
+            OutputFolder.check(outputDir, SingleDeviceBackend.inputs(validated), SingleDeviceBackend.resuming(recipe),
+                    recipe.output().overwriteOutputDir());
+        }
         Preprocess.Prepared data = Preprocess.run(validated, out);
-        WorkerPython.extract(workerFolder);
-        WorkerPlan plan = WorkerPlan.write(recipe, data, launch, validated.plan().accumulation(), modelDir);
-        if (launch.nodeRank() == 0) {
-            RunFiles.start(outputDir, validated, tokenizerDir);
-        }
-        out.printf(Locale.ROOT, "training: %d micro batches per epoch (as packed), %d optimizer steps of %d micro "
-                + "batches over %d rank%s, eval on %d micro batches%n", plan.microBatchesPerEpoch(), plan.totalSteps(),
-                plan.microBatchesPerStep(), launch.worldSize(), launch.worldSize() == 1 ? "" : "s", data.evalBatches());
+        try (OutputFolder claimed = owner ? claim(validated, data, launch, modelDir) : null) {
+            WorkerPython.extract(workerFolder);
+            WorkerPlan plan = WorkerPlan.write(recipe, data, launch, validated.plan().accumulation(), modelDir);
+            if (owner) {
+                RunFiles.start(outputDir, validated, tokenizerDir);
+            }
+            out.printf(Locale.ROOT, "training: %d micro batches per epoch (as packed), %d optimizer steps of %d micro "
+                    + "batches over %d rank%s, eval on %d micro batches%n", plan.microBatchesPerEpoch(),
+                    plan.totalSteps(), plan.microBatchesPerStep(), launch.worldSize(), launch.worldSize() == 1 ? ""
+                            : "s", data.evalBatches());
 
-        List<String> command = launch.command(python, plan.planFile().toAbsolutePath(),
-                workerFolder.resolve("logs").toAbsolutePath(), runId(recipe));
-        Map<String, String> env = new LinkedHashMap<>(launch.environment(workerFolder.toAbsolutePath(), cpu,
-                Runtime.getRuntime().availableProcessors()));
-        Trainer.Run schedule = plan.run();
-        try (RewardChannel rewards = RewardChannel.open(validated, tokenizerDir, settings.allowCommands())) {
-            return rewards == null ? run(command, env, outputDir, launch, settings, schedule)
-                    : rewards.around(env, ranks -> run(command, ranks, outputDir, launch, settings, schedule));
+            List<String> command = launch.command(python, plan.planFile().toAbsolutePath(),
+                    workerFolder.resolve("logs").toAbsolutePath(), runId(recipe));
+            Map<String, String> env = new LinkedHashMap<>(launch.environment(workerFolder.toAbsolutePath(), cpu,
+                    Runtime.getRuntime().availableProcessors()));
+            // the ranks stop when this process is gone, however it went: no orphan writes into a folder whose lock
+            // died with it
+            env.put("FINETUNE_LAUNCHER_PID", Long.toString(ProcessHandle.current().pid()));
+            Trainer.Run schedule = plan.run();
+            try (RewardChannel rewards = RewardChannel.open(validated, tokenizerDir, settings.allowCommands())) {
+                return rewards == null ? run(command, env, outputDir, launch, settings, schedule)
+                        : rewards.around(env, ranks -> run(command, ranks, outputDir, launch, settings, schedule));
+            }
         }
+    }
+
+    /** Takes output_dir for this run, with the same recipe hash the single-device run of this recipe would record. */
+    private static OutputFolder claim(ValidatedRecipe validated, Preprocess.Prepared data, Launch launch,
+            Path modelDir) {
+        Recipe recipe = validated.recipe();
+        Path outputDir = Path.of(recipe.output().outputDir());
+        dev.finetune.trainers.train.Trainer.Run run = WorkerPlan.run(recipe,
+                validated.plan().accumulation() * launch.worldSize(), data.trainBatches());
+        Provenance provenance = Provenance.of(validated, validated.flatten(outputDir), modelDir.toString(), null);
+        return OutputFolder.claim(new OutputFolder.Claim(outputDir, SingleDeviceBackend.inputs(validated),
+                dev.finetune.trainers.train.ResumePoint.keys(run, data.trainBatches()),
+                SingleDeviceBackend.resuming(recipe), recipe.output().overwriteOutputDir(), provenance.toJson()));
     }
 
     private static Result run(List<String> command, Map<String, String> env, Path outputDir, Launch launch,

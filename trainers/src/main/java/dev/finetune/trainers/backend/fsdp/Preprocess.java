@@ -65,7 +65,8 @@ public final class Preprocess {
     /** Where the batches files of a recipe live: {@code dataset_prepared_path}, else {@code output_dir/prepared}. */
     public static Path folder(Recipe recipe) {
         String prepared = recipe.data().preparedPath();
-        return prepared != null ? Path.of(prepared) : Path.of(recipe.output().outputDir()).resolve("prepared");
+        return prepared != null ? Path.of(prepared) : Path.of(recipe.output().outputDir())
+                .resolve(dev.finetune.trainers.backend.OutputFolder.PREPARED);
     }
 
     /** The batches file for {@code validated}, made now unless an identical one exists. */
