@@ -7,6 +7,8 @@ usage:
                                                       PeftModel.from_pretrained(base, ADAPTER_DIR) and the logits
                                                       after the comma-separated PROMPT_IDS; fails on any missing
                                                       or unexpected adapter key
+  peft_logits.py model MODEL_DIR PROMPT_IDS OUT_JSON  the same for a full model folder, loaded with
+                                                      AutoModelForCausalLM.from_pretrained
 """
 import json
 import logging
@@ -34,6 +36,15 @@ if sys.argv[1] == "write":
             if "lora_B" in name:
                 param.normal_(0.0, 0.2)
     model.save_pretrained(adapter_dir)
+elif sys.argv[1] == "model":
+    model_dir, prompt_ids, out_path = sys.argv[2:5]
+    model, info = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, output_loading_info=True)
+    model.eval()
+    ids = torch.tensor([[int(x) for x in prompt_ids.split(",")]])
+    with torch.no_grad():
+        logits = model(ids).logits[0, -1].tolist()
+    json.dump({"last_logits": logits, "missing": list(info["missing_keys"]),
+               "unexpected": list(info["unexpected_keys"])}, open(out_path, "w"))
 else:
     adapter_dir, prompt_ids, out_path = sys.argv[2:5]
     config = json.load(open(f"{adapter_dir}/adapter_config.json"))

@@ -10,7 +10,6 @@ same loss and gradient up to arithmetic order.
 import json
 import os
 import resource
-import shutil
 import signal
 import sys
 import threading
@@ -19,7 +18,7 @@ import traceback
 
 import torch
 
-from finetune_worker import checkpoints, data, distributed, objectives
+from finetune_worker import checkpoints, data, distributed, hf_files, objectives
 
 
 class Reporter:
@@ -154,40 +153,6 @@ def evaluate(model, objective, batches, world):
     return line
 
 
-def save_final(model, plan, lora, world):
-    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
-    from safetensors.torch import save_file
-
-    options = StateDictOptions(full_state_dict=True, cpu_offload=True, ignore_frozen_params=lora)
-    state = get_model_state_dict(model, options=options)
-    files = []
-    if world.rank == 0:
-        out = plan["output_dir"]
-        staging = os.path.join(out, ".worker-final")
-        shutil.rmtree(staging, ignore_errors=True)
-        os.makedirs(staging)
-        if lora:
-            from peft.utils import get_peft_model_state_dict
-
-            adapter = get_peft_model_state_dict(model, state_dict=state)
-            save_file({k: v.contiguous() for k, v in adapter.items()},
-                      os.path.join(staging, "adapter_model.safetensors"), metadata={"format": "pt"})
-            shutil.copy(os.path.join(plan["adapter"]["initial"], "adapter_config.json"), staging)
-            files = ["adapter_model.safetensors", "adapter_config.json"]
-        else:
-            if getattr(model.config, "tie_word_embeddings", False):
-                state.pop("lm_head.weight", None)
-            save_file({k: v.contiguous() for k, v in state.items()}, os.path.join(staging, "model.safetensors"),
-                      metadata={"format": "pt"})
-            shutil.copy(os.path.join(plan["base_model"], "config.json"), staging)
-            files = ["model.safetensors", "config.json"]
-        for name in files:
-            os.replace(os.path.join(staging, name), os.path.join(out, name))
-        os.rmdir(staging)
-    distributed.barrier()
-    return files
-
-
 def run(plan, world, report):
     torch.manual_seed(plan["seed"])
     train_batches, eval_batches = data.load_batches(plan["batches"])
@@ -211,23 +176,21 @@ def run(plan, world, report):
     output_dir = plan["output_dir"]
     checkpoints.remove_leftovers(output_dir, world)
     step = 0
-    resume = plan.get("resume")
-    if resume:
-        folder = None
-        if resume == "newest":
-            found = checkpoints.complete(output_dir)
-            folder = found[-1][1] if found else None
-        else:
-            folder = resume
-        if folder:
-            with open(os.path.join(folder, checkpoints.STATE_FILE)) as f:
-                saved = json.load(f)
-            if saved.get("resume_key") != plan["resume_key"]:
-                raise ValueError("%s was saved by a different recipe or data (resume key %s, now %s)"
-                                 % (folder, saved.get("resume_key"), plan["resume_key"]))
-            state = checkpoints.load(folder, model, optimizer, lora)
-            step = int(state["global_step"])
-            report.emit("resumed", folder=folder, step=step, saved_world_size=state["world_size"])
+    history = []  # trainer_state.json's log_history so far
+    # the launcher picked the checkpoint and verified its checksums
+    folder = plan.get("resume")
+    if folder:
+        with open(os.path.join(folder, checkpoints.STATE_FILE)) as f:
+            saved = json.load(f)
+        if saved.get("resume_key") != plan["resume_key"]:
+            raise ValueError("%s was saved by a different recipe or data (resume key %s, now %s)"
+                             % (folder, saved.get("resume_key"), plan["resume_key"]))
+        state = checkpoints.load(folder, model, optimizer, lora)
+        step = int(state["global_step"])
+        history = hf_files.read_history(folder)
+        report.emit("resumed", folder=folder, step=step, saved_world_size=state["world_size"])
+    # TRL's num_tokens / HF's num_input_tokens_seen: every real token trained on so far, a resumed run's included
+    tokens_seen = sum(train_batches[order[p]].tokens for p in range(step * per_step))
     report.emit("start", step=step, total_steps=total_steps, world_size=world.size,
                 parameters=int(counts[0]), trainable_parameters=int(counts[1]),
                 device=str(world.device), micro_batches_per_step=per_step)
@@ -237,6 +200,7 @@ def run(plan, world, report):
         line = {"step": 0, "epoch": 0.0}
         line.update(evaluate(model, objective, eval_batches, world))
         report.emit("metrics", metrics=line)
+        history.extend(hf_files.history_entries(line))
 
     trace_dir = plan["data_log_dir"]
     os.makedirs(trace_dir, exist_ok=True)
@@ -294,12 +258,16 @@ def run(plan, world, report):
         if eval_batches and (step == total_steps or (plan["eval_steps"] > 0 and step % plan["eval_steps"] == 0)):
             line.update(evaluate(model, objective, eval_batches, world))
         report.emit("metrics", metrics=line)
+        history.extend(hf_files.history_entries(line))
+        tokens_seen += int(totals[1])
         if plan["save_steps"] > 0 and (step % plan["save_steps"] == 0 or step == total_steps):
             state = {"global_step": step, "world_size": world.size, "data_position": consumed,
                      "micro_batches_per_epoch": per_epoch, "resume_key": plan["resume_key"],
                      "seed": plan["seed"], "learning_rate": lr}
+            hf_state = {"epoch": consumed / per_epoch, "tokens_seen": tokens_seen,
+                        "flos": 6.0 * tokens_seen * counts[0], "history": list(history)}
             folder = checkpoints.save(output_dir, step, model, optimizer, state, lora,
-                                      plan.get("save_total_limit", 0), world)
+                                      plan.get("save_total_limit", 0), world, plan, hf_state)
             report.emit("checkpoint", step=step, folder=folder)
         # Failure drills for the tests: this rank raises, or is killed outright, after the given step.
         if os.environ.get("FINETUNE_WORKER_FAIL_AT") == "%d:%d" % (world.rank, step):
@@ -307,7 +275,7 @@ def run(plan, world, report):
         if os.environ.get("FINETUNE_WORKER_KILL_AT") == "%d:%d" % (world.rank, step):
             os.kill(os.getpid(), signal.SIGKILL)
 
-    files = save_final(model, plan, lora, world)
+    files = hf_files.save_final(model, plan, lora, world)
     report.emit("saved", files=files, step=step)
 
 

@@ -44,12 +44,17 @@ class PeftParityTest {
 
     /** Largest |ours − PEFT's| over the last-position logits, PEFT's loading checked for missing/unexpected keys. */
     static double logitGap(Path adapterDir, Path work) throws Exception {
+        return logitGap(adapterDir, work, "logits");
+    }
+
+    /** @param mode {@code logits}: an adapter through PEFT; {@code model}: a full model through transformers */
+    static double logitGap(Path adapterDir, Path work, String mode) throws Exception {
         Run run = finetune("generate", adapterDir.toString(), "--prompt-ids", PROMPT, "--greedy", "--json",
                 "--max-new-tokens", "1");
         assertEquals(0, run.exit(), run.err());
         JsonArray ours = JsonParser.parseString(run.out().trim()).getAsJsonObject().getAsJsonArray("last_logits");
         Path out = work.resolve("peft-" + adapterDir.getFileName() + ".json");
-        PythonStack.runScript("/parity/peft_logits.py", work, "logits", adapterDir.toString(), PROMPT, out.toString());
+        PythonStack.runScript("/parity/peft_logits.py", work, mode, adapterDir.toString(), PROMPT, out.toString());
         JsonObject peft = JsonParser.parseString(Files.readString(out)).getAsJsonObject();
         assertEquals(0, peft.getAsJsonArray("missing").size(), "PEFT found adapter keys missing: " + peft.get("missing"));
         assertEquals(0, peft.getAsJsonArray("unexpected").size(), "PEFT found unexpected keys: " + peft.get("unexpected"));

@@ -158,8 +158,11 @@ public final class FsdpBackend {
         }
         Preprocess.Prepared data = Preprocess.run(validated, out);
         try (OutputFolder claimed = owner ? claim(validated, data, launch, modelDir) : null) {
+            // checked under the lock, before the ranks start: a damaged checkpoint is a message, not a traceback
+            Path resumeFrom = owner ? WorkerCheckpoints.resumeFolder(recipe.output().resume(), outputDir) : null;
             WorkerPython.extract(workerFolder);
-            WorkerPlan plan = WorkerPlan.write(recipe, data, launch, validated.plan().accumulation(), modelDir);
+            WorkerPlan plan = WorkerPlan.write(recipe, data, launch, validated.plan(), modelDir, tokenizerDir,
+                    resumeFrom);
             if (owner) {
                 RunFiles.start(outputDir, validated, tokenizerDir);
             }

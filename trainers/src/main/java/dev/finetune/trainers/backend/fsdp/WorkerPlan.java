@@ -11,10 +11,10 @@ import dev.finetune.adapters.peft.AdapterWeights;
 import dev.finetune.recipes.AdapterSpec;
 import dev.finetune.recipes.DpoLossType;
 import dev.finetune.recipes.Recipe;
-import dev.finetune.recipes.Resume;
 import dev.finetune.recipes.SchedulePlan;
 import dev.finetune.recipes.UserError;
 import dev.finetune.trainers.backend.DatasetIdentity;
+import dev.finetune.trainers.backend.RunFiles;
 import dev.finetune.trainers.model.LlamaModel;
 import dev.finetune.trainers.model.LoadOptions;
 import dev.finetune.trainers.train.DataOrder;
@@ -52,9 +52,13 @@ public record WorkerPlan(Path folder, Path planFile, long totalSteps, long warmu
     }
 
     /** Writes plan.json, schedule.safetensors and (LoRA) initial-adapter/ under {@code output_dir/worker}. */
-    public static WorkerPlan write(Recipe recipe, Preprocess.Prepared data, Launch launch, int accumulation,
-            Path modelDir) {
-        int perStep = accumulation * launch.worldSize();
+    /**
+     * @param tokenizerDir the tokenizer's folder, whose files every checkpoint gets
+     * @param resumeFrom the verified checkpoint to continue (WorkerCheckpoints.resumeFolder), or null
+     */
+    public static WorkerPlan write(Recipe recipe, Preprocess.Prepared data, Launch launch,
+            dev.finetune.recipes.BatchPlan batch, Path modelDir, Path tokenizerDir, Path resumeFrom) {
+        int perStep = batch.accumulation() * launch.worldSize();
         int perEpoch = data.trainBatches();
         Trainer.Run run = run(recipe, perStep, perEpoch);
         long total = run.schedule().totalSteps();
@@ -115,14 +119,20 @@ public record WorkerPlan(Path folder, Path planFile, long totalSteps, long warmu
         plan.add("optimizer", optimizer);
         plan.addProperty("seed", run.training().seed());
         plan.addProperty("resume_key", ResumeKeys.hash(invariants));
-        Resume resume = run.resume();
-        if (resume instanceof Resume.Newest) {
-            plan.addProperty("resume", "newest");
-        } else if (resume instanceof Resume.From from) {
-            Path given = from.folder();
-            plan.addProperty("resume", (given.isAbsolute() || Files.isDirectory(given) ? given
-                    : outputDir.resolve(given)).toAbsolutePath().toString());
+        if (resumeFrom != null) {
+            plan.addProperty("resume", resumeFrom.toAbsolutePath().toString());
         }
+        // what trainer_state.json records, as the JVM trainer's checkpoints do
+        plan.addProperty("logging_steps", run.schedule().logEvery());
+        plan.addProperty("num_epochs", run.training().numEpochs());
+        plan.addProperty("micro_batch_size", batch.micro());
+        com.google.gson.JsonArray tokenizer = new com.google.gson.JsonArray();
+        for (String name : RunFiles.TOKENIZER_FILES) {
+            if (Files.isRegularFile(tokenizerDir.resolve(name))) {
+                tokenizer.add(tokenizerDir.resolve(name).toAbsolutePath().toString());
+            }
+        }
+        plan.add("tokenizer_files", tokenizer);
         plan.addProperty("world_size", launch.worldSize());
         plan.addProperty("data_log_dir", folder.resolve("logs").toAbsolutePath().toString());
         Path planFile = folder.resolve("plan.json");

@@ -19,7 +19,7 @@ import java.util.stream.Stream;
  * {@code sha256sum -c} reads). It covers every file present when written, so a layout that adds files keeps
  * being verified without changes here.
  */
-final class Checksums {
+public final class Checksums {
     private static final int MAX_MANIFEST_BYTES = 1 << 20;
 
     private Checksums() {}
@@ -101,7 +101,8 @@ final class Checksums {
         return sums;
     }
 
-    static String sha256(Path file) throws IOException {
+    /** The file's SHA-256 in lower-case hex. */
+    public static String sha256(Path file) throws IOException {
         MessageDigest digest;
         try {
             digest = MessageDigest.getInstance("SHA-256");

@@ -1,0 +1,132 @@
+package dev.finetune.cli;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import com.google.gson.JsonArray;
+import com.google.gson.JsonParser;
+import java.io.RandomAccessFile;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * The fsdp worker's {@code checkpoint-N} folders are what the Hugging Face stack opens, as the JVM trainer's are
+ * ({@link PeftParityTest}): PEFT loads a LoRA checkpoint with no missing or unexpected key, transformers loads a full
+ * fine-tune's, both give our {@code generate --json} logits within 1e-5, {@code TrainerState.load_from_json} reads
+ * {@code trainer_state.json}, {@code merge-lora} takes a checkpoint, and a checkpoint whose bytes changed is refused
+ * (exit 2) before any rank starts. Runs are 2 CPU ranks under torchrun.
+ */
+class FsdpCheckpointParityTest {
+
+    private static Path recipe(Path dir, String name, String adapter) throws Exception {
+        Path root = MainProcessTest.repoRoot();
+        Path recipe = dir.resolve(name + ".yaml");
+        Files.writeString(recipe, """
+                base_model: %s
+                datasets:
+                  - path: %s
+                    type: completion
+                val_set_size: 0.05
+                output_dir: %s
+                %s
+                sequence_len: 128
+                sample_packing: true
+                micro_batch_size: 2
+                gradient_accumulation_steps: 1
+                max_steps: 4
+                learning_rate: 3e-3
+                save_steps: 2
+                eval_steps: 2
+                seed: 5
+                hardware: cpu
+                backend: fsdp
+                """.formatted(root.resolve("configs/models/stories260K"), root.resolve("configs/data/quickstart.jsonl"),
+                dir.resolve(name), adapter));
+        return recipe;
+    }
+
+    private static PeftParityTest.Run fsdp(Path recipe, String... overrides) throws Exception {
+        List<String> args = new ArrayList<>(List.of(recipe.toString()));
+        args.addAll(List.of(overrides));
+        args.addAll(List.of("--nproc-per-node", "2", "--python", PythonStack.python().toString()));
+        return PeftParityTest.finetune(args.toArray(String[]::new));
+    }
+
+    private static void trainerState(Path checkpoint, int step, Path work) throws Exception {
+        Path printed = work.resolve("state.txt");
+        PythonStack.runScript("/parity/trainer_state.py", work, checkpoint.toString(), printed.toString());
+        String[] state = Files.readString(printed).trim().split(" ");
+        assertEquals(Integer.toString(step), state[0], "TrainerState.load_from_json: global_step");
+        // step 0's evaluation, then a training entry per step and an evaluation entry every eval_steps
+        assertEquals(1 + step + step / 2, Integer.parseInt(state[1]), "log_history entries up to step " + step);
+    }
+
+    private static JsonArray logits(Path dir) throws Exception {
+        PeftParityTest.Run run = PeftParityTest.finetune("generate", dir.toString(), "--prompt-ids",
+                PeftParityTest.PROMPT, "--greedy", "--json", "--max-new-tokens", "1");
+        assertEquals(0, run.exit(), run.err());
+        return JsonParser.parseString(run.out().trim()).getAsJsonObject().getAsJsonArray("last_logits");
+    }
+
+    @Test
+    @Timeout(1200)
+    void everyFsdpCheckpointOpensInTheHfStack(@TempDir Path dir) throws Exception {
+        Path work = Files.createDirectories(dir.resolve("work"));
+        Path lora = recipe(dir, "lora", "adapter: lora\nlora_r: 8\nlora_alpha: 16\nlora_target_linear: true");
+        PeftParityTest.Run train = fsdp(lora);
+        assertEquals(0, train.exit(), train.out() + train.err());
+        Path run = dir.resolve("lora");
+        for (int step : new int[] {2, 4}) {
+            Path checkpoint = run.resolve("checkpoint-" + step);
+            double gap = PeftParityTest.logitGap(checkpoint, work);
+            System.out.printf("fsdp lora checkpoint-%d: PEFT loads it, max |logit - ours| %.2e%n", step, gap);
+            assertTrue(gap < 1e-5, "checkpoint-" + step + ": logits differ from PEFT's by " + gap);
+            trainerState(checkpoint, step, work);
+            assertTrue(Files.isRegularFile(checkpoint.resolve("tokenizer.json")));
+        }
+        // the last checkpoint holds the final weights
+        assertEquals(Files.mismatch(run.resolve("checkpoint-4/adapter_model.safetensors"),
+                run.resolve("adapter_model.safetensors")), -1L);
+        Path merged = work.resolve("merged");
+        PeftParityTest.Run merge = PeftParityTest.finetune("merge-lora", run.resolve("checkpoint-4").toString(),
+                "--out", merged.toString());
+        assertEquals(0, merge.exit(), merge.err());
+        JsonArray fromMerged = logits(merged);
+        JsonArray fromCheckpoint = logits(run.resolve("checkpoint-4"));
+        for (int i = 0; i < fromMerged.size(); i++) {
+            assertEquals(fromCheckpoint.get(i).getAsDouble(), fromMerged.get(i).getAsDouble(), 1e-4, "logit " + i);
+        }
+
+        // a checkpoint whose bytes changed is refused before any rank starts, naming the file
+        Path shard;
+        try (var files = Files.list(run.resolve("checkpoint-2/dcp"))) {
+            shard = files.filter(p -> p.getFileName().toString().endsWith(".distcp")).findFirst().orElseThrow();
+        }
+        try (RandomAccessFile file = new RandomAccessFile(shard.toFile(), "rw")) {
+            file.seek(file.length() / 2);
+            int b = file.read();
+            file.seek(file.length() / 2);
+            file.write(b ^ 0x55);
+        }
+        PeftParityTest.Run damaged = fsdp(lora, "resume_from_checkpoint=checkpoint-2");
+        assertEquals(2, damaged.exit(), damaged.out() + damaged.err());
+        assertTrue(damaged.err().contains("damaged checkpoint: dcp/" + shard.getFileName() + " does not match its "
+                + "checksum"), damaged.err());
+        assertFalse(damaged.out().contains("started, pid"), "no rank started:\n" + damaged.out());
+
+        Path full = recipe(dir, "full", "");
+        PeftParityTest.Run fullTrain = fsdp(full, "max_steps=2", "learning_rate=1e-3");
+        assertEquals(0, fullTrain.exit(), fullTrain.out() + fullTrain.err());
+        Path checkpoint = dir.resolve("full").resolve("checkpoint-2");
+        double gap = PeftParityTest.logitGap(checkpoint, work, "model");
+        System.out.printf("fsdp full checkpoint-2: transformers loads it, max |logit - ours| %.2e%n", gap);
+        assertTrue(gap < 1e-5, "full checkpoint-2: logits differ from transformers' by " + gap);
+        trainerState(checkpoint, 2, work);
+    }
+}
