@@ -37,8 +37,11 @@ class Dpo:
     """TRL's DPO losses over rows ``[chosen..., rejected...]``, as the JVM trainer's DpoLoss writes them: several
     ``dpo_loss_type`` terms may be summed with their weights.
 
-    The reference is the base model: the adapter switched off (LoRA), or for a full fine-tune the weights before the
-    first step, whose sequence log-probabilities are computed once by :meth:`prepare`.
+    The reference is, as in TRL, the base model with the adapter switched off (LoRA from scratch), or else the
+    weights as they start: a full fine-tune's before the first step, or the adapter loaded from ``lora_model_dir``
+    (TRL's frozen "ref" copy of it). Those are computed once by :meth:`prepare`, before a resumed run loads its
+    checkpoint: the sequence log-probabilities of every batch, which is all a frozen copy would ever give, at the
+    cost of one forward pass over the data and no second set of weights under FSDP.
     """
 
     name = "dpo"
@@ -51,6 +54,8 @@ class Dpo:
             if kind not in self.TYPES:
                 raise ValueError("the worker does not implement dpo_loss_type %s" % kind)
         self.beta = float(settings["beta"])
+        # "adapter_disabled" or "initial" (the weights before the first step), as the launcher decided
+        self.precomputed = settings.get("reference", "adapter_disabled" if lora else "initial") == "initial"
         self.lora = lora
         self.reference = {}
 
@@ -61,15 +66,15 @@ class Dpo:
         if batch.key in self.reference:
             return self.reference[batch.key]
         with torch.no_grad():
-            if self.lora:
+            if not self.precomputed:
                 with model.disable_adapter():
                     return self.sequence_log_probs(model, batch).detach()
             return self.sequence_log_probs(model, batch).detach()
 
     def prepare(self, model, train, evaluation, world):
-        if self.lora:
+        if not self.precomputed:
             return train, evaluation
-        # Full fine-tuning moves the only copy of the weights: score every batch now. Every rank runs the same
+        # Training moves the only copy of the starting weights: score every batch now. Every rank runs the same
         # number of forward passes (FSDP all-gathers in each), then the ranks exchange their values.
         from finetune_worker import distributed
 

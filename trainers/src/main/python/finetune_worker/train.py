@@ -173,6 +173,8 @@ def run(plan, world, report):
     # A sharded parameter's numel() is that of the whole tensor, so these are the model's totals on every rank.
     counts = [sum(p.numel() for p in model.parameters()), sum(p.numel() for p in trainable)]
 
+    # before a resume loads its checkpoint: a reference taken from the starting weights must see those
+    train_batches, eval_batches = objective.prepare(model, train_batches, eval_batches, world)
     output_dir = plan["output_dir"]
     checkpoints.remove_leftovers(output_dir, world)
     step = 0
@@ -195,7 +197,6 @@ def run(plan, world, report):
                 parameters=int(counts[0]), trainable_parameters=int(counts[1]),
                 device=str(world.device), micro_batches_per_step=per_step)
 
-    train_batches, eval_batches = objective.prepare(model, train_batches, eval_batches, world)
     if step == 0 and eval_batches:
         line = {"step": 0, "epoch": 0.0}
         line.update(evaluate(model, objective, eval_batches, world))

@@ -156,6 +156,11 @@ public final class FsdpBackend {
             OutputFolder.check(outputDir, SingleDeviceBackend.inputs(validated), SingleDeviceBackend.resuming(recipe),
                     recipe.output().overwriteOutputDir());
         }
+        if (recipe.objective() instanceof Recipe.Objective.Dpo && recipe.output().loraModelDir() != null) {
+            out.printf(Locale.ROOT, "reference: the adapter from lora_model_dir %s, frozen as it starts (TRL's \"ref\" "
+                    + "adapter; its log-probabilities are taken once before the first step); the policy starts equal "
+                    + "to it%n", recipe.output().loraModelDir());
+        }
         Preprocess.Prepared data = Preprocess.run(validated, out);
         try (OutputFolder claimed = owner ? claim(validated, data, launch, modelDir) : null) {
             // checked under the lock, before the ranks start: a damaged checkpoint is a message, not a traceback

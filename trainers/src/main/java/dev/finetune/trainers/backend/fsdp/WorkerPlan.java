@@ -146,11 +146,9 @@ public record WorkerPlan(Path folder, Path planFile, long totalSteps, long warmu
         JsonObject objective = new JsonObject();
         objective.addProperty("kind", Preprocess.objectiveKind(recipe));
         if (recipe.objective() instanceof Recipe.Objective.Dpo dpo) {
-            if (recipe.output().loraModelDir() != null) {
-                // the JVM trainer's reference is then a frozen copy of that adapter; the worker's is the base model
-                throw new UserError("lora_model_dir", "DPO from a saved adapter is not in the fsdp backend yet",
-                        "train it with backend: single, or start DPO from the base model");
-            }
+            // as TRL and the JVM trainer: LoRA from scratch compares with the adapter switched off; a full fine-tune,
+            // and an adapter continued from lora_model_dir (written into initial-adapter/), with the starting weights
+            objective.addProperty("reference", reference(recipe));
             com.google.gson.JsonArray terms = new com.google.gson.JsonArray();
             for (int i = 0; i < dpo.lossTypes().size(); i++) {
                 DpoLossType type = dpo.lossTypes().get(i);
@@ -196,6 +194,12 @@ public record WorkerPlan(Path folder, Path planFile, long totalSteps, long warmu
         objective.addProperty("beta", grpo.beta());
         objective.addProperty("use_bias_correction_kl", grpo.biasCorrectedKl());
         objective.addProperty("mask_truncated_completions", grpo.maskTruncatedCompletions());
+    }
+
+    /** What a DPO run compares its policy with: {@code adapter_disabled} or {@code initial} (the starting weights). */
+    static String reference(Recipe recipe) {
+        return recipe.adapter() instanceof AdapterSpec.Lora && recipe.output().loraModelDir() == null
+                ? "adapter_disabled" : "initial";
     }
 
     /**

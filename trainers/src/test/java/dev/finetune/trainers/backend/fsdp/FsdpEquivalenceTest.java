@@ -19,7 +19,8 @@ import org.junit.jupiter.api.io.TempDir;
 /**
  * The strongest evidence that the fsdp backend is right: the same recipe on stories260K gives the same loss at every
  * one of 10 steps on the JVM trainer, on the worker at world size 1, and on FSDP2 over 2 CPU ranks (gloo), for LoRA
- * SFT, full SFT and DPO. Two independent implementations, one global batch split two ways.
+ * SFT, full SFT, LoRA DPO, full DPO, and DPO continuing an SFT adapter ({@code lora_model_dir}). Two independent
+ * implementations, one global batch split two ways.
  *
  * <p>The JVM run and the world-size-1 worker use gradient_accumulation_steps 2, the world-size-2 run 1: the same
  * global batch of 2 x micro.
@@ -76,7 +77,8 @@ class FsdpEquivalenceTest {
     }
 
     @Test
-    void loraSftMatchesTheJvmTrainerAndSurvivesAKilledRankAndResharding(@TempDir Path tmp) throws IOException {
+    void loraSftMatchesTheJvmTrainerSurvivesAKilledRankReshardsAndContinuesAsDpo(@TempDir Path tmp)
+            throws IOException {
         WorkerEnvironment.python();
         Path jvm = FsdpRuns.jvm(FsdpRuns.recipe(tmp, "jvm", sft(tmp.resolve("jvm"), LORA)));
         ValidatedRecipe one = FsdpRuns.recipe(tmp, "one", sft(tmp.resolve("one"), LORA));
@@ -134,6 +136,29 @@ class FsdpEquivalenceTest {
                 + "resume 1->2 from step 5: %.2e%n", resumeDelta, widenDelta);
         assertTrue(resumeDelta <= 1e-5, "2->1 resume drifted by " + resumeDelta);
         assertTrue(widenDelta <= 1e-5, "1->2 resume drifted by " + widenDelta);
+
+        // SFT, then DPO from that adapter (lora_model_dir): the reference is a frozen copy of the adapter as it
+        // starts, so policy and reference agree at step 0 (margin 0), and both trainers take the same 10 steps.
+        Path adapter = tmp.resolve("jvm");
+        Path jvmDpo = FsdpRuns.jvm(FsdpRuns.recipe(tmp, "jvm-dpo", dpo(tmp.resolve("jvm-dpo")),
+                "lora_model_dir=" + adapter));
+        ByteArrayOutputStream dpoLog = new ByteArrayOutputStream();
+        FsdpRuns.fsdp(FsdpRuns.recipe(tmp, "two-dpo", dpo(tmp.resolve("two-dpo")), "lora_model_dir=" + adapter,
+                "gradient_accumulation_steps=1"), 2, Map.of(), dpoLog);
+        assertTrue(dpoLog.toString(StandardCharsets.UTF_8).contains("reference: the adapter from lora_model_dir"));
+        double dpoDelta = 0;
+        for (String key : List.of("loss", "eval_loss", "rewards/margins")) {
+            double d = FsdpRuns.maxDelta(FsdpRuns.series(jvmDpo, key), FsdpRuns.series(tmp.resolve("two-dpo"), key),
+                    0);
+            System.out.printf(Locale.ROOT, "equivalence dpo from lora_model_dir %s: max |d| JVM vs ws2 %.2e%n", key, d);
+            dpoDelta = Math.max(dpoDelta, d);
+        }
+        assertEquals(10, FsdpRuns.series(tmp.resolve("two-dpo"), "loss").size());
+        assertTrue(dpoDelta <= TOLERANCE, "DPO from lora_model_dir: " + dpoDelta);
+        for (Path run : List.of(jvmDpo, tmp.resolve("two-dpo"))) {
+            assertEquals(0.0, FsdpRuns.series(run, "eval_rewards/margins").get(0L), 1e-6,
+                    run + ": policy and reference start equal");
+        }
     }
 
     @Test
@@ -148,6 +173,10 @@ class FsdpEquivalenceTest {
     }
 
     private static String dpo(Path dir) {
+        return dpo(dir, LORA);
+    }
+
+    private static String dpo(Path dir, String adapter) {
         return """
                 base_model: %s
                 rl: dpo
@@ -157,11 +186,7 @@ class FsdpEquivalenceTest {
                     type: passthrough
                 val_set_size: 0.2
                 output_dir: %s
-                adapter: lora
-                lora_r: 8
-                lora_alpha: 16
-                lora_dropout: 0.0
-                lora_target_linear: true
+                %s
                 sequence_len: 128
                 micro_batch_size: 2
                 gradient_accumulation_steps: 2
@@ -173,16 +198,14 @@ class FsdpEquivalenceTest {
                 save_steps: 10
                 seed: 7
                 hardware: cpu
-                """.formatted(WorkerEnvironment.stories260K(), WorkerEnvironment.data("quickstart-dpo.jsonl"), dir);
+                """.formatted(WorkerEnvironment.stories260K(), WorkerEnvironment.data("quickstart-dpo.jsonl"), dir,
+                adapter);
     }
 
     @Test
     void dpoMatchesTheJvmTrainer(@TempDir Path tmp) throws IOException {
         WorkerEnvironment.python();
-        Path jvm = tmp.resolve("jvm");
-        dev.finetune.trainers.backend.SingleDeviceBackend.train(FsdpRuns.recipe(tmp, "jvm", dpo(jvm)),
-                new dev.finetune.trainers.backend.SingleDeviceBackend.Settings(null, false,
-                        FsdpRuns.writer(new ByteArrayOutputStream())));
+        Path jvm = FsdpRuns.jvm(FsdpRuns.recipe(tmp, "jvm", dpo(tmp.resolve("jvm"))));
         FsdpRuns.fsdp(FsdpRuns.recipe(tmp, "one", dpo(tmp.resolve("one"))), 1);
         FsdpRuns.fsdp(FsdpRuns.recipe(tmp, "two", dpo(tmp.resolve("two")), "gradient_accumulation_steps=1"), 2);
         assertTrue(compare("dpo", jvm, tmp.resolve("one"), tmp.resolve("two")) <= TOLERANCE);
@@ -190,5 +213,16 @@ class FsdpEquivalenceTest {
                 FsdpRuns.series(tmp.resolve("two"), "rewards/margins"), 1);
         System.out.printf(Locale.ROOT, "equivalence dpo rewards/margins: max |d| JVM vs ws2 %.2e%n", margins);
         assertTrue(margins <= TOLERANCE);
+    }
+
+    /** Full fine-tuning DPO: the reference is the weights before the first step, taken once by each trainer. */
+    @Test
+    void fullDpoMatchesTheJvmTrainer(@TempDir Path tmp) throws IOException {
+        WorkerEnvironment.python();
+        Path jvm = FsdpRuns.jvm(FsdpRuns.recipe(tmp, "jvm", dpo(tmp.resolve("jvm"), "")));
+        FsdpRuns.fsdp(FsdpRuns.recipe(tmp, "one", dpo(tmp.resolve("one"), "")), 1);
+        FsdpRuns.fsdp(FsdpRuns.recipe(tmp, "two", dpo(tmp.resolve("two"), ""), "gradient_accumulation_steps=1"), 2);
+        assertTrue(compare("full-dpo", jvm, tmp.resolve("one"), tmp.resolve("two")) <= TOLERANCE);
+        assertTrue(Files.isRegularFile(tmp.resolve("two").resolve("model.safetensors")));
     }
 }
