@@ -39,10 +39,24 @@ class Reporter:
 
 
 def _peak_memory_mb(device):
+    """What the memory plan estimates per rank: on a GPU what PyTorch's allocator reserved at most (the plan's
+    allocator overhead included), on CPU the whole process's peak resident set (VmHWM), as the JVM trainer measures
+    its own."""
     if device.type == "cuda":
-        return torch.cuda.max_memory_allocated(device) / 2**20
-    # ru_maxrss is in KiB on Linux: the whole process, interpreter and libraries included.
+        return torch.cuda.max_memory_reserved(device) / 2**20
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    # ru_maxrss is the same high-water mark in KiB on Linux
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _peak_memory_kind(device):
+    return "max_memory_reserved" if device.type == "cuda" else "resident set, VmHWM"
 
 
 def _derive(*parts):
@@ -246,15 +260,16 @@ def run(plan, world, report):
         seconds = distributed.max_all(time.perf_counter() - started, world.device)
         step += 1
         consumed = position + per_step
+        peak = _peak_memory_mb(world.device)
         line = {"step": step, "epoch": consumed / per_epoch, "loss": totals[0] / max(1.0, global_weight),
                 "learning_rate": lr, "grad_norm": norm, "tokens_per_second": totals[1] / seconds,
-                "peak_memory_mb": distributed.max_all(_peak_memory_mb(world.device), world.device)}
+                "peak_memory_mb": distributed.max_all(peak, world.device)}
         for name, value in zip(names, totals[2:]):
             line[name] = value / max(1.0, global_weight)
         if first:
-            peaks = distributed.gather_objects({"rank": world.rank, "host": world.host,
-                                                "peak_memory_mb": _peak_memory_mb(world.device)})
-            report.emit("peak_memory", ranks=peaks)
+            # each rank's own peak after the first optimizer step, for the launcher to set beside the plan's
+            peaks = distributed.gather_objects({"rank": world.rank, "host": world.host, "peak_memory_mb": peak})
+            report.emit("peak_memory", ranks=peaks, step=step, measured=_peak_memory_kind(world.device))
             first = False
         if eval_batches and (step == total_steps or (plan["eval_steps"] > 0 and step % plan["eval_steps"] == 0)):
             line.update(evaluate(model, objective, eval_batches, world))

@@ -100,7 +100,7 @@ public final class Main implements Callable<Integer> {
         if (fsdp) {
             // the sharded terms, all-gather and reduce-scatter buffers and the per-rank peak, before anything starts
             out.print(PlanText.render(plan));
-            return trainFsdp(validated, plan.estimate());
+            return trainFsdp(validated, run);
         }
         return dispatchTraining(validated, run);
     }
@@ -109,7 +109,7 @@ public final class Main implements Callable<Integer> {
     LaunchOptions launchOptions = new LaunchOptions();
 
     /** {@code backend: fsdp}: torchrun and the Python worker; {@code --dry-run} only prints what would start. */
-    private int trainFsdp(ValidatedRecipe validated, MemoryEstimate estimate) {
+    private int trainFsdp(ValidatedRecipe validated, RunPlan run) {
         PrintWriter out = spec.commandLine().getOut();
         Launch launch = launchOptions.launch(validated.recipe());
         if (launch.dryRun()) {
@@ -118,7 +118,7 @@ public final class Main implements Callable<Integer> {
             return OK;
         }
         FsdpBackend.Result result = FsdpBackend.train(validated,
-                new FsdpBackend.Settings(launch, estimate.peakBytes(), out, java.util.Map.of(), allowCommands));
+                new FsdpBackend.Settings(launch, run, out, java.util.Map.of(), allowCommands));
         if (!Double.isNaN(result.firstEvalLoss())) {
             out.printf(Locale.ROOT, "eval loss: %.4f -> %.4f (%+.1f%%)%n", result.firstEvalLoss(),
                     result.lastEvalLoss(), 100 * (result.lastEvalLoss() / result.firstEvalLoss() - 1));

@@ -20,7 +20,8 @@ import org.junit.jupiter.api.io.TempDir;
  * ({@link PeftParityTest}): PEFT loads a LoRA checkpoint with no missing or unexpected key, transformers loads a full
  * fine-tune's, both give our {@code generate --json} logits within 1e-5, {@code TrainerState.load_from_json} reads
  * {@code trainer_state.json}, {@code merge-lora} takes a checkpoint, and a checkpoint whose bytes changed is refused
- * (exit 2) before any rank starts. Runs are 2 CPU ranks under torchrun.
+ * (exit 2) before any rank starts; and after the first step each rank's measured peak is set beside the plan's.
+ * Runs are 2 CPU ranks under torchrun.
  */
 class FsdpCheckpointParityTest {
 
@@ -82,6 +83,24 @@ class FsdpCheckpointParityTest {
         PeftParityTest.Run train = fsdp(lora);
         assertEquals(0, train.exit(), train.out() + train.err());
         Path run = dir.resolve("lora");
+        // after the first optimizer step each rank's measured peak stands beside the plan's per-device estimate, and
+        // the first step's metrics line carries them under the single-device run's names
+        for (int rank = 0; rank < 2; rank++) {
+            String prefix = "[rank " + rank + " ";
+            String line = train.out().lines().filter(l -> l.startsWith(prefix) && l.contains("] memory after step 1: "
+                    + "plan ")).findFirst().orElseThrow(() -> new AssertionError("no peak line:\n" + train.out()));
+            assertTrue(line.matches(".*measured peak \\d+ MiB \\(resident set, VmHWM\\): plan [+-]\\d+\\.\\d %"), line);
+            System.out.println("fsdp lora, 2 CPU ranks: " + line);
+        }
+        com.google.gson.JsonObject first = dev.finetune.trainers.train.output.MetricsLog.read(
+                run.resolve("metrics.jsonl")).stream().filter(l -> l.get("step").getAsLong() == 1).findFirst()
+                .orElseThrow();
+        for (String key : List.of("plan_peak_memory_mb", "peak_memory_mb", "plan_peak_memory_error_pct")) {
+            assertTrue(first.has(key) && Double.isFinite(first.get(key).getAsDouble()), key + " in " + first);
+        }
+        double planned = first.get("plan_peak_memory_mb").getAsDouble();
+        double measured = first.get("peak_memory_mb").getAsDouble();
+        assertEquals(100 * (planned / measured - 1), first.get("plan_peak_memory_error_pct").getAsDouble(), 1e-9);
         for (int step : new int[] {2, 4}) {
             Path checkpoint = run.resolve("checkpoint-" + step);
             double gap = PeftParityTest.logitGap(checkpoint, work);

@@ -12,7 +12,7 @@ import java.util.Map;
  * (resident set, {@code VmHWM}, on CPU), and after the first few steps the measured tokens/s with the ETA it gives.
  * The first step's numbers also go to {@code metrics.jsonl}, so a plan that is off can be found later.
  */
-final class EstimateReport {
+public final class EstimateReport {
     /** Steps averaged for the speed line; the first is left out when there are more (it warms caches and threads). */
     static final int SPEED_STEPS = 5;
     private static final double MIB = 1024.0 * 1024.0;
@@ -25,21 +25,31 @@ final class EstimateReport {
     private int timed;
 
     /** @param plan {@code null} when there is none (the report then says nothing) */
-    EstimateReport(RunPlan plan, PrintWriter out, long totalSteps) {
+    public EstimateReport(RunPlan plan, PrintWriter out, long totalSteps) {
         this.plan = plan;
         this.out = out;
         this.totalSteps = totalSteps;
     }
 
     /** The first step's line for metrics.jsonl (plan and measured peak), printed too. */
-    Map<String, Object> firstStep(Map<String, Object> line) {
+    public Map<String, Object> firstStep(Map<String, Object> line) {
+        return firstStep(line, "", "resident set, VmHWM");
+    }
+
+    /**
+     * The same for one of several ranks, each of which the plan's per-device estimate describes.
+     *
+     * @param who printed before the line, e.g. {@code "[rank 1 host] "}
+     * @param measuredAs what the measured number is ({@code resident set, VmHWM} or {@code max_memory_reserved})
+     */
+    public Map<String, Object> firstStep(Map<String, Object> line, String who, String measuredAs) {
         if (plan == null || !(line.get("peak_memory_mb") instanceof Number measured) || Double.isNaN(measured.doubleValue())) {
             return Map.of();
         }
         double planned = plan.memory().estimate().peakBytes() / MIB;
         double diff = 100 * (planned / measured.doubleValue() - 1);
-        out.printf(Locale.ROOT, "memory after step %s: plan %.0f MiB, measured peak %.0f MiB (resident set, VmHWM): plan %+.1f %%%n",
-                line.get("step"), planned, measured.doubleValue(), diff);
+        out.printf(Locale.ROOT, "%smemory after step %s: plan %.0f MiB, measured peak %.0f MiB (%s): plan %+.1f %%%n",
+                who, line.get("step"), planned, measured.doubleValue(), measuredAs, diff);
         out.flush();
         Map<String, Object> report = new LinkedHashMap<>();
         report.put("plan_peak_memory_mb", planned);
@@ -49,7 +59,7 @@ final class EstimateReport {
     }
 
     /** After every step: once enough steps ran, the measured speed and the ETA next to the plan's. */
-    void afterStep(long step, Map<String, Object> line) {
+    public void afterStep(long step, Map<String, Object> line) {
         if (plan == null || plan.time() == null || !(line.get("tokens_per_second") instanceof Number rate) || step == 0) {
             return;
         }

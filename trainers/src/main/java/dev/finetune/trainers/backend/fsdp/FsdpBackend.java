@@ -9,6 +9,8 @@ import dev.finetune.recipes.AdapterSpec;
 import dev.finetune.recipes.Recipe;
 import dev.finetune.recipes.UserError;
 import dev.finetune.recipes.ValidatedRecipe;
+import dev.finetune.recipes.plan.RunPlan;
+import dev.finetune.trainers.backend.EstimateReport;
 import dev.finetune.trainers.backend.OutputFolder;
 import dev.finetune.trainers.backend.Provenance;
 import dev.finetune.trainers.backend.RunFiles;
@@ -44,18 +46,19 @@ public final class FsdpBackend {
     private static final Pattern TEE_PREFIX = Pattern.compile("^\\[default(\\d+)\\]:(.*)$");
 
     /**
-     * @param estimatedPeakBytes the memory plan's per-device peak, shown next to each rank's measured peak; or
-     *     null
+     * @param plan the recipe's memory and time plan: its per-device peak is set beside each rank's measured peak
+     *     after the first step, its speed beside the measured one; or null
      * @param environment added to the ranks' environment (the failure drills of the tests use it)
+     * @param allowCommands the user passed {@code --allow-commands}: GRPO reward commands named in the recipe may run
      */
-    public record Settings(Launch launch, Long estimatedPeakBytes, PrintWriter out, Map<String, String> environment,
+    public record Settings(Launch launch, RunPlan plan, PrintWriter out, Map<String, String> environment,
             boolean allowCommands) {
-        public Settings(Launch launch, Long estimatedPeakBytes, PrintWriter out) {
-            this(launch, estimatedPeakBytes, out, Map.of(), false);
+        public Settings(Launch launch, RunPlan plan, PrintWriter out) {
+            this(launch, plan, out, Map.of(), false);
         }
 
-        public Settings(Launch launch, Long estimatedPeakBytes, PrintWriter out, Map<String, String> environment) {
-            this(launch, estimatedPeakBytes, out, environment, false);
+        public Settings(Launch launch, RunPlan plan, PrintWriter out, Map<String, String> environment) {
+            this(launch, plan, out, environment, false);
         }
     }
 
@@ -306,6 +309,10 @@ public final class FsdpBackend {
         private LogWindow window;
         private long totalSteps;
         private Progress progress;
+        private EstimateReport report;
+        /** The plan-vs-measured fields of the first step's metrics line, set when the ranks report their peaks. */
+        private Map<String, Object> firstStepPeak = Map.of();
+        private long firstStepPeakAt = -1;
         private long step;
         private double lastLoss = Double.NaN;
         private double firstEval = Double.NaN;
@@ -439,6 +446,7 @@ public final class FsdpBackend {
                             event.get("parameters").getAsLong(), event.get("trainable_parameters").getAsLong(),
                             event.get("device").getAsString(), total);
                     progress = Progress.forRun(step, total);
+                    report = new EstimateReport(settings.plan(), out, total);
                 }
                 case "resumed" -> out.printf(Locale.ROOT, "[%s] resumed from %s at step %d (saved by %d rank(s))%n", who,
                         event.get("folder").getAsString(), event.get("step").getAsLong(),
@@ -467,10 +475,16 @@ public final class FsdpBackend {
             // JSON numbers come back as doubles; the step is an integer in metrics.jsonl as the JVM trainer writes it.
             long at = json.get("step").getAsLong();
             line.put("step", at);
+            if (at == firstStepPeakAt) {
+                line.putAll(firstStepPeak);
+            }
             // The worker reports every step; logging_steps folds them here, as the JVM trainer's loop does.
             Map<String, Object> logged = window == null ? line : window.add(at, totalSteps, line);
             if (metrics != null && logged != null) {
                 metrics.write(logged);
+            }
+            if (report != null && json.has("loss")) {
+                report.afterStep(at, line);
             }
             if (json.has("eval_loss")) {
                 lastEval = json.get("eval_loss").getAsDouble();
@@ -487,21 +501,34 @@ public final class FsdpBackend {
             }
         }
 
+        /**
+         * Each rank's measured peak after the first optimizer step beside the plan's per-device estimate; the
+         * largest goes into that step's metrics line under the single-device run's names.
+         */
         private void peaks(JsonObject event) {
-            double gib = 1024.0 * 1024.0 * 1024.0;
-            Long estimate = settings.estimatedPeakBytes();
+            String measuredAs = event.has("measured") ? event.get("measured").getAsString() : "resident set, VmHWM";
+            long at = event.has("step") ? event.get("step").getAsLong() : step + 1;
+            double largest = -1;
             for (JsonElement element : event.getAsJsonArray("ranks")) {
                 JsonObject rank = element.getAsJsonObject();
+                double mb = rank.get("peak_memory_mb").getAsDouble();
                 Map<String, Object> peak = new LinkedHashMap<>();
                 peak.put("rank", rank.get("rank").getAsInt());
                 peak.put("host", rank.get("host").getAsString());
-                peak.put("peak_memory_mb", rank.get("peak_memory_mb").getAsDouble());
+                peak.put("peak_memory_mb", mb);
                 peaks.add(peak);
-                settings.out().printf(Locale.ROOT, "[rank %d %s] peak memory after step 1: %.2f GiB%s%n",
-                        rank.get("rank").getAsInt(), rank.get("host").getAsString(),
-                        rank.get("peak_memory_mb").getAsDouble() / 1024,
-                        estimate == null ? "" : String.format(Locale.ROOT, " (plan: %.2f GiB per device)",
-                                estimate / gib));
+                String who = "[rank " + rank.get("rank").getAsInt() + " " + rank.get("host").getAsString() + "] ";
+                Map<String, Object> compared = report == null ? Map.of()
+                        : report.firstStep(Map.of("step", at, "peak_memory_mb", mb), who, measuredAs);
+                if (compared.isEmpty()) {
+                    settings.out().printf(Locale.ROOT, "%speak memory after step %d: %.0f MiB (%s)%n", who, at, mb,
+                            measuredAs);
+                }
+                if (mb > largest) {
+                    largest = mb;
+                    firstStepPeak = compared;
+                    firstStepPeakAt = at;
+                }
             }
         }
 
