@@ -87,4 +87,9 @@ public record Launch(int nprocPerNode, int nnodes, int nodeRank, String rdzvEndp
         }
         return env;
     }
+
+    /** The rendezvous id of a run: the same on every node, different for another output_dir. */
+    static String runId(Recipe recipe) {
+        return "finetune-" + Integer.toHexString(Path.of(recipe.output().outputDir()).toAbsolutePath().hashCode());
+    }
 }

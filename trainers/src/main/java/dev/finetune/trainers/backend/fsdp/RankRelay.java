@@ -1,0 +1,294 @@
+package dev.finetune.trainers.backend.fsdp;
+
+import com.google.gson.Gson;
+import com.google.gson.JsonElement;
+import com.google.gson.JsonObject;
+import com.google.gson.JsonParser;
+import com.google.gson.reflect.TypeToken;
+import dev.finetune.trainers.backend.EstimateReport;
+import dev.finetune.trainers.train.Trainer;
+import dev.finetune.trainers.train.output.LogWindow;
+import dev.finetune.trainers.train.output.MetricsLog;
+import dev.finetune.trainers.train.output.Progress;
+import java.io.IOException;
+import java.io.PrintWriter;
+import java.net.InetAddress;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+
+/**
+ * The ranks' output turned into the run's display and files: their JSON events into the progress bar,
+ * {@code metrics.jsonl} (node 0 only), the plan-vs-measured report and the result; their other lines shown with rank
+ * and host; and the failure to report when the run fails, root cause first.
+ */
+final class RankRelay {
+    private static final Gson GSON = new Gson();
+    private static final Pattern TEE_PREFIX = Pattern.compile("^\\[default(\\d+)\\]:(.*)$");
+
+    private final Path outputDir;
+    private final Launch launch;
+    private final FsdpBackend.Settings settings;
+    private final String host;
+    private final List<Long> pids = new java.util.concurrent.CopyOnWriteArrayList<>();
+    private final List<Map<String, Object>> peaks = new ArrayList<>();
+    private final List<String> saved = new ArrayList<>();
+    private final Trainer.Run schedule;
+    private MetricsLog metrics;
+    private LogWindow window;
+    private long totalSteps;
+    private Progress progress;
+    private EstimateReport report;
+    /** The plan-vs-measured fields of the first step's metrics line, set when the ranks report their peaks. */
+    private Map<String, Object> firstStepPeak = Map.of();
+    private long firstStepPeakAt = -1;
+    private long step;
+    private double lastLoss = Double.NaN;
+    private double firstEval = Double.NaN;
+    private double lastEval = Double.NaN;
+    private String error;
+    private String torchrunFailure;
+    private String killed;
+    private String killedRank;
+    private boolean done;
+    private String failedRank;
+
+    RankRelay(Path outputDir, Launch launch, FsdpBackend.Settings settings, Trainer.Run schedule) {
+        this.outputDir = outputDir;
+        this.schedule = schedule;
+        this.launch = launch;
+        this.settings = settings;
+        String name;
+        try {
+            name = InetAddress.getLocalHost().getHostName();
+        } catch (IOException e) {
+            name = "localhost";
+        }
+        this.host = name;
+    }
+
+    void line(String raw) {
+        Matcher tee = TEE_PREFIX.matcher(raw);
+        String text = raw;
+        String who = "torchrun " + host;
+        if (tee.matches()) {
+            int rank = launch.nodeRank() * launch.nprocPerNode() + Integer.parseInt(tee.group(1));
+            text = tee.group(2);
+            who = "rank " + rank + " " + host;
+        }
+        if (text.startsWith("{")) {
+            JsonObject event = parse(text);
+            if (event != null && event.has("event")) {
+                event(event);
+                return;
+            }
+        }
+        torchrunSummary(text);
+        if (!text.isBlank() && !noise(text)) {
+            settings.out().println("[" + who + "] " + text);
+            settings.out().flush();
+        }
+    }
+
+    private static boolean noise(String text) {
+        return text.contains("Loading weights:") || text.startsWith("*****")
+                || text.contains("Setting OMP_NUM_THREADS environment variable");
+    }
+
+    /**
+     * The root cause first: a rank that died of a signal torchrun did not send (a kill, an out-of-memory kill) and
+     * said nothing, else the first rank that reported an error (the others' errors are usually their peers
+     * vanishing), else what torchrun says.
+     */
+    String why(int exitCode) {
+        if (killed != null && (error == null || !error.startsWith("rank " + killedRank + " "))) {
+            return killed + (error != null ? " (then " + error + ")" : "");
+        }
+        if (error != null) {
+            return error;
+        }
+        return torchrunFailure != null ? torchrunFailure
+                : "torchrun exited with " + exitCode + " before the run finished";
+    }
+
+    /**
+     * torchrun's failure summary lists every failed rank with its exit code or signal. The ranks torchrun itself
+     * stopped end with SIGTERM; the one that failed first is any other (its timestamps are whole seconds, so
+     * torchrun's own "root cause" can name a rank it stopped).
+     */
+    private void torchrunSummary(String text) {
+        String t = text.strip();
+        if (t.startsWith("rank ") && t.contains("local_rank")) {
+            failedRank = t.substring(t.indexOf(':') + 1).strip();
+        } else if (t.startsWith("exitcode  :") && failedRank != null) {
+            String exit = t.substring("exitcode  :".length()).strip();
+            String failure = "rank " + failedRank.replaceAll("\\s*\\(local_rank.*\\)", "") + " exited with "
+                    + exit.replaceAll("\\(pid: \\d+\\)\\s*", "").strip();
+            if (torchrunFailure == null) {
+                torchrunFailure = failure;
+            }
+            if (killed == null && exit.startsWith("-") && !exit.contains("SIGTERM")) {
+                killed = failure;
+                killedRank = failedRank.replaceAll("\\s*\\(local_rank.*\\)", "");
+            }
+        }
+    }
+
+    private static JsonObject parse(String text) {
+        try {
+            JsonElement element = JsonParser.parseString(text);
+            return element.isJsonObject() ? element.getAsJsonObject() : null;
+        } catch (RuntimeException e) {
+            return null;
+        }
+    }
+
+    private void event(JsonObject event) {
+        try {
+            handle(event);
+        } finally {
+            settings.out().flush();
+        }
+    }
+
+    private void handle(JsonObject event) {
+        String kind = event.get("event").getAsString();
+        String who = event.has("rank") ? "rank " + event.get("rank").getAsInt() + " "
+                + (event.has("host") ? event.get("host").getAsString() : host) : "worker";
+        PrintWriter out = settings.out();
+        switch (kind) {
+            case "rank" -> {
+                pids.add(event.get("pid").getAsLong());
+                out.printf(Locale.ROOT, "[%s] started, pid %d%n", who, event.get("pid").getAsLong());
+            }
+            case "start" -> {
+                step = event.get("step").getAsLong();
+                long total = event.get("total_steps").getAsLong();
+                if (launch.nodeRank() == 0) {
+                    boolean tensorBoard = schedule.tensorBoard();
+                    metrics = step > 0 ? MetricsLog.resume(outputDir, step, tensorBoard)
+                            : MetricsLog.start(outputDir, tensorBoard);
+                }
+                totalSteps = total;
+                window = new LogWindow(schedule.schedule().logEvery());
+                out.printf(Locale.ROOT, "[%s] model: %,d parameters, %,d trainable, on %s; %d steps%n", who,
+                        event.get("parameters").getAsLong(), event.get("trainable_parameters").getAsLong(),
+                        event.get("device").getAsString(), total);
+                progress = Progress.forRun(step, total);
+                report = new EstimateReport(settings.plan(), out, total);
+            }
+            case "resumed" -> out.printf(Locale.ROOT, "[%s] resumed from %s at step %d (saved by %d rank(s))%n", who,
+                    event.get("folder").getAsString(), event.get("step").getAsLong(),
+                    event.get("saved_world_size").getAsInt());
+            case "metrics" -> metrics(event.getAsJsonObject("metrics"));
+            case "peak_memory" -> peaks(event);
+            case "checkpoint" -> out.printf(Locale.ROOT, "[%s] saved %s%n", who, event.get("folder").getAsString());
+            case "saved" -> event.getAsJsonArray("files").forEach(f -> saved.add(f.getAsString()));
+            case "done" -> done = true;
+            case "error" -> {
+                String message = event.get("message").getAsString();
+                // the whole traceback is printed below; the run's one-line error keeps to the point
+                message = message.length() > 400 ? message.substring(0, 400) + " ..." : message;
+                if (error == null) {
+                    error = who + " failed: " + message;
+                }
+                out.println("[" + who + "] " + event.get("traceback").getAsString().strip()
+                        .replace("\n", "\n[" + who + "] "));
+            }
+            default -> out.println("[" + who + "] " + event);
+        }
+    }
+
+    private void metrics(JsonObject json) {
+        Map<String, Object> line = GSON.fromJson(json, new TypeToken<LinkedHashMap<String, Object>>() {}.getType());
+        // JSON numbers come back as doubles; the step is an integer in metrics.jsonl as the JVM trainer writes it.
+        long at = json.get("step").getAsLong();
+        line.put("step", at);
+        if (at == firstStepPeakAt) {
+            line.putAll(firstStepPeak);
+        }
+        // The worker reports every step; logging_steps folds them here, as the JVM trainer's loop does.
+        Map<String, Object> logged = window == null ? line : window.add(at, totalSteps, line);
+        if (metrics != null && logged != null) {
+            metrics.write(logged);
+        }
+        if (report != null && json.has("loss")) {
+            report.afterStep(at, line);
+        }
+        if (json.has("eval_loss")) {
+            lastEval = json.get("eval_loss").getAsDouble();
+            if (Double.isNaN(firstEval) && at == 0) {
+                firstEval = lastEval;
+            }
+        }
+        if (json.has("loss")) {
+            step = at;
+            lastLoss = json.get("loss").getAsDouble();
+            if (progress != null) {
+                progress.step(at, logged);
+            }
+        }
+    }
+
+    /**
+     * Each rank's measured peak after the first optimizer step beside the plan's per-device estimate; the
+     * largest goes into that step's metrics line under the single-device run's names.
+     */
+    private void peaks(JsonObject event) {
+        String measuredAs = event.has("measured") ? event.get("measured").getAsString() : "resident set, VmHWM";
+        long at = event.has("step") ? event.get("step").getAsLong() : step + 1;
+        double largest = -1;
+        for (JsonElement element : event.getAsJsonArray("ranks")) {
+            JsonObject rank = element.getAsJsonObject();
+            double mb = rank.get("peak_memory_mb").getAsDouble();
+            Map<String, Object> peak = new LinkedHashMap<>();
+            peak.put("rank", rank.get("rank").getAsInt());
+            peak.put("host", rank.get("host").getAsString());
+            peak.put("peak_memory_mb", mb);
+            peaks.add(peak);
+            String who = "[rank " + rank.get("rank").getAsInt() + " " + rank.get("host").getAsString() + "] ";
+            Map<String, Object> compared = report == null ? Map.of()
+                    : report.firstStep(Map.of("step", at, "peak_memory_mb", mb), who, measuredAs);
+            if (compared.isEmpty()) {
+                settings.out().printf(Locale.ROOT, "%speak memory after step %d: %.0f MiB (%s)%n", who, at, mb,
+                        measuredAs);
+            }
+            if (mb > largest) {
+                largest = mb;
+                firstStepPeak = compared;
+                firstStepPeakAt = at;
+            }
+        }
+    }
+
+    List<Long> pids() {
+        return pids;
+    }
+
+    /** A rank reported an error, or the run never said it finished. */
+    boolean failed() {
+        return error != null || !done;
+    }
+
+    FsdpBackend.Result result() {
+        return new FsdpBackend.Result(outputDir, step, lastLoss, firstEval, lastEval, peaks, saved);
+    }
+
+    void close() {
+        if (progress != null) {
+            progress.close();
+        }
+        if (metrics != null) {
+            try {
+                metrics.close();
+            } catch (RuntimeException e) {
+                // the run's own error, if any, is the one to report
+            }
+        }
+    }
+}

@@ -1,0 +1,100 @@
+package dev.finetune.trainers.backend.fsdp;
+
+import dev.finetune.recipes.UserError;
+import dev.finetune.trainers.train.Trainer;
+import dev.finetune.trainers.train.output.LossCurve;
+import dev.finetune.trainers.train.output.MetricsLog;
+import java.io.BufferedReader;
+import java.io.IOException;
+import java.io.InputStreamReader;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+
+/** Process supervision: torchrun and its ranks live exactly as long as the run, and none outlives a failure. */
+final class Torchrun {
+    private Torchrun() {}
+
+    /**
+     * Starts torchrun, relays its ranks' lines until it ends, and stops every rank whatever happens: a failing rank,
+     * an interrupt, or this JVM going down (Ctrl-C, kill) through a shutdown hook.
+     */
+    static FsdpBackend.Result run(List<String> command, Map<String, String> env, Path outputDir, Launch launch,
+            FsdpBackend.Settings settings, Trainer.Run schedule) {
+        ProcessBuilder builder = new ProcessBuilder(command).redirectErrorStream(true);
+        builder.environment().putAll(env);
+        builder.environment().putAll(settings.environment());
+        Process process;
+        try {
+            process = builder.start();
+        } catch (IOException e) {
+            throw new UserError("python", "cannot start torchrun: " + e.getMessage(), "check --python");
+        }
+        RankRelay run = new RankRelay(outputDir, launch, settings, schedule);
+        // The JVM stopping (Ctrl-C, kill) takes every rank with it.
+        Thread reaper = new Thread(() -> stopAll(process, run.pids()));
+        Runtime.getRuntime().addShutdownHook(reaper);
+        try (BufferedReader lines = new BufferedReader(new InputStreamReader(process.getInputStream(),
+                StandardCharsets.UTF_8))) {
+            String line;
+            while ((line = lines.readLine()) != null) {
+                run.line(line);
+            }
+            process.waitFor();
+        } catch (IOException e) {
+            stopAll(process, run.pids());
+            throw new IllegalStateException("lost the workers' output: " + e.getMessage(), e);
+        } catch (InterruptedException e) {
+            stopAll(process, run.pids());
+            Thread.currentThread().interrupt();
+            throw new FsdpBackend.WorkerFailed("interrupted; the ranks were stopped");
+        } finally {
+            run.close();
+            try {
+                Runtime.getRuntime().removeShutdownHook(reaper);
+            } catch (IllegalStateException ignored) {
+                // already shutting down: the hook runs anyway
+            }
+        }
+        // torchrun stops the other ranks when one fails; whatever survived it is stopped here.
+        int leftovers = stopAll(process, run.pids());
+        if (process.exitValue() != 0 || run.failed()) {
+            String why = run.why(process.exitValue());
+            throw new FsdpBackend.WorkerFailed(why + (leftovers > 0 ? " (" + leftovers + " leftover process(es) stopped)" : "")
+                    + "; each rank's full output is in " + outputDir.resolve(WorkerPlan.FOLDER).resolve("logs"));
+        }
+        LossCurve.draw(outputDir.resolve(MetricsLog.FILE), outputDir);
+        return run.result();
+    }
+
+    /** Stops torchrun and every rank still alive; returns how many ranks had to be stopped here. */
+    static int stopAll(Process torchrun, List<Long> rankPids) {
+        List<ProcessHandle> alive = new ArrayList<>(torchrun.descendants().toList());
+        for (long pid : rankPids) {
+            ProcessHandle.of(pid).filter(ProcessHandle::isAlive).ifPresent(h -> {
+                if (!alive.contains(h)) {
+                    alive.add(h);
+                }
+            });
+        }
+        int stopped = (int) alive.stream().filter(ProcessHandle::isAlive).count();
+        alive.forEach(ProcessHandle::destroy);
+        torchrun.destroy();
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+        for (ProcessHandle h : alive) {
+            try {
+                h.onExit().get(Math.max(1, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
+            } catch (Exception e) {
+                h.destroyForcibly();
+            }
+        }
+        if (torchrun.isAlive()) {
+            torchrun.destroyForcibly();
+        }
+        return torchrun.exitValue() == 0 && stopped == 0 ? 0 : stopped;
+    }
+
+}
