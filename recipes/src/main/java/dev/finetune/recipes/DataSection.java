@@ -6,6 +6,7 @@ import dev.finetune.recipes.YamlNode.Sequence;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
@@ -163,7 +164,9 @@ final class DataSection {
         } else {
             remote = path;
         }
-        return new DatasetSpec(local, type, field, fieldMessages, Map.copyOf(mappings),
+        // In the recipe's order, not Map.copyOf's: that order changes from one JVM to the next, and the spec's text is part
+        // of the fsdp preprocess cache key, which must not change between runs of the same recipe.
+        return new DatasetSpec(local, type, field, fieldMessages, Collections.unmodifiableMap(mappings),
                 rolesToTrain == null ? List.of("assistant") : rolesToTrain, trainOnEos, chatTemplate,
                 m.where().label(), remote, split, fieldChosen, fieldRejected);
     }

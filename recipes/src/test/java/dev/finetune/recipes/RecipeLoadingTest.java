@@ -95,6 +95,20 @@ class RecipeLoadingTest {
         assertEquals(List.of("chat_template", "passthrough"), DatasetType.keysReadBy("grpo"));
     }
 
+    /** The spec's text keys the fsdp preprocess cache, so it must be the same in every JVM: the recipe's order. */
+    @Test
+    void messagePropertyMappingsKeepTheRecipesOrder(@TempDir Path dir) throws IOException {
+        Files.writeString(dir.resolve("d.jsonl"), "{\"conversations\": [{\"from\": \"human\", \"value\": \"a\"}]}\n");
+        Path r = dir.resolve("r.yaml");
+        Files.writeString(r, "base_model: x/y\nchat_template: chatml\ndatasets:\n  - path: d.jsonl\n    type: chat_template\n"
+                + "    field_messages: conversations\n    message_property_mappings: {role: from, content: value, "
+                + "name: speaker, tool_calls: calls, reasoning_content: thinking}\nlearning_rate: 1e-5\n"
+                + "micro_batch_size: 2\ngradient_accumulation_steps: 2\n");
+        DatasetSpec spec = ValidatedRecipe.load(r, List.of()).recipe().data().datasets().get(0);
+        assertEquals(List.of("role", "content", "name", "tool_calls", "reasoning_content"),
+                List.copyOf(spec.messagePropertyMappings().keySet()));
+    }
+
     @Test
     void overLongAndUnreadableRowPoliciesAreReadOnceIntoTheRecipe() {
         Path quickstart = repoRoot().resolve("configs/quickstart.yaml");
