@@ -109,7 +109,8 @@ public record ValidatedRecipe(Recipe recipe, BatchPlan plan, List<Finding> warni
             if (recipe.training().sequenceLen() > context) {
                 problems.error(problems.at("sequence_len", tree.where()), "sequence_len "
                         + recipe.training().sequenceLen() + " is beyond the model's context of " + context
-                        + " tokens (max_position_embeddings, " + found.from() + ")",
+                        + " tokens (max_position_embeddings, " + found.from() + "); training past it is unsupported:"
+                        + " finetune has no RoPE scaling or sequence parallelism to stretch the context",
                         "set sequence_len: " + context + " or less");
             }
         }
