@@ -193,10 +193,16 @@ final class KeyReader {
 
     /** A string that must be one of {@code choices}. */
     String choice(String key, String fallback, List<String> choices) {
-        String v = string(key, null);
-        if (v == null) {
+        YamlNode n = node(key);
+        if (n == null) {
             return fallback;
         }
+        // YAML 1.1 reads a bare no/off as false; where the word as written is a choice (save_strategy: no), it is meant
+        if (!(n instanceof Scalar s) || s.value() instanceof Boolean && !choices.contains(s.text())) {
+            typeError(key, n, "a text value", key + ": some-text");
+            return fallback;
+        }
+        String v = s.text();
         if (!choices.contains(v)) {
             String close = Suggestions.closest(v, choices);
             problems.error(at(key), scope + key + " is '" + v + "', which is not one of " + String.join(", ", choices),

@@ -109,6 +109,18 @@ class RecipeLoadingTest {
                 List.copyOf(spec.messagePropertyMappings().keySet()));
     }
 
+    /** YAML 1.1 reads a bare {@code no} as false; as the value of a choice that names "no" it means the word. */
+    @Test
+    void aBareNoIsTheStrategyNamedNo() {
+        Path quickstart = repoRoot().resolve("configs/quickstart.yaml");
+        Recipe.Output output = ValidatedRecipe.load(quickstart, List.of("save_steps=null", "eval_steps=null",
+                "save_strategy=no", "eval_strategy=no")).recipe().output();
+        assertEquals("no", output.saveStrategy());
+        InvalidRecipe bad = assertThrows(InvalidRecipe.class,
+                () -> ValidatedRecipe.load(quickstart, List.of("save_strategy=off")));
+        assertTrue(bad.errors().get(0).oneLine().contains("save_strategy"), bad.errors().get(0).oneLine());
+    }
+
     @Test
     void overLongAndUnreadableRowPoliciesAreReadOnceIntoTheRecipe() {
         Path quickstart = repoRoot().resolve("configs/quickstart.yaml");
