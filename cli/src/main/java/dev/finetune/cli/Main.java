@@ -120,8 +120,10 @@ public final class Main implements Callable<Integer> {
         FsdpBackend.Result result = FsdpBackend.train(validated,
                 new FsdpBackend.Settings(launch, run, out, java.util.Map.of(), allowCommands));
         if (!Double.isNaN(result.firstEvalLoss())) {
-            out.printf(Locale.ROOT, "eval loss: %.4f -> %.4f (%+.1f%%)%n", result.firstEvalLoss(),
-                    result.lastEvalLoss(), 100 * (result.lastEvalLoss() / result.firstEvalLoss() - 1));
+            // GRPO's loss starts at exactly 0 (policy = sampler, advantages centred): no relative change to print
+            out.printf(Locale.ROOT, "eval loss: %.4f -> %.4f%s%n", result.firstEvalLoss(), result.lastEvalLoss(),
+                    result.firstEvalLoss() == 0 ? "" : String.format(Locale.ROOT, " (%+.1f%%)",
+                            100 * (result.lastEvalLoss() / result.firstEvalLoss() - 1)));
         }
         out.printf(Locale.ROOT, "saved %s to %s%n", String.join(", ", result.savedFiles()), result.outputDir());
         return OK;
