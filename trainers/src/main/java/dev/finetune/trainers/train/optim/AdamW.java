@@ -2,8 +2,6 @@ package dev.finetune.trainers.train.optim;
 
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDManager;
-import ai.djl.pytorch.engine.PtNDArray;
-import ai.djl.pytorch.jni.JniUtils;
 import dev.finetune.adapters.NamedArray;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
@@ -12,7 +10,7 @@ import java.util.Locale;
 import java.util.Map;
 
 /**
- * AdamW with decoupled weight decay, as {@code torch.optim.AdamW}, on the engine's fused kernel.
+ * AdamW with decoupled weight decay, as {@code torch.optim.AdamW}, on torch's fused multi-tensor kernel.
  *
  * <p>Two groups, as the Hugging Face Trainer builds them: biases and normalisation weights are not decayed.
  * Moments live in the long-lived {@code stateManager} given at construction, never in a step scope (a scope
@@ -47,35 +45,31 @@ public final class AdamW {
 
     /**
      * Applies update number {@code update} (1-based) with learning rate {@code lr}, each gradient first multiplied
-     * by {@code gradientScale} (the clipping factor); then zeroes the gradients.
+     * by {@code gradientScale} (the clipping factor); then zeroes the gradients. Each decay group is one call into
+     * torch's fused AdamW kernel, the one {@code torch.optim.AdamW(fused=True)} runs, over all its tensors.
      */
     public void step(long update, double lr, double gradientScale) {
-        double firstCorrection = 1 - Math.pow(hyper.beta1(), update);
-        double secondCorrectionRoot = Math.sqrt(1 - Math.pow(hyper.beta2(), update));
-        // The kernel computes w -= lrc·m/(√v + ε'). With lrc = lr·√(1-β₂ᵗ)/(1-β₁ᵗ) and ε' = ε·√(1-β₂ᵗ) this is
-        // exactly torch's w -= lr/(1-β₁ᵗ) · m/(√v/√(1-β₂ᵗ) + ε).
-        float correctedLr = (float) (lr * secondCorrectionRoot / firstCorrection);
-        float epsilon = (float) (hyper.epsilon() * secondCorrectionRoot);
-        for (Slot slot : slots) {
-            PtNDArray weight = (PtNDArray) slot.param.array();
-            float decay = slot.decayed ? (float) hyper.weightDecay() : 0f;
-            try (NDArray gradient = weight.getGradient()) {
-                // The kernel's decoupled-decay branch computes w -= w·lr·wd through two full-size temporaries even
-                // when wd is 0 (every norm, and every weight at the usual weight_decay 0); its L2 branch with wd 0
-                // is the same update for one in-place pass.
-                JniUtils.adamUpdate(weight, (PtNDArray) gradient, (PtNDArray) slot.firstMoment,
-                        (PtNDArray) slot.secondMoment, (float) lr, correctedLr, decay, (float) gradientScale, -1f,
-                        (float) hyper.beta1(), (float) hyper.beta2(), epsilon, decay != 0f);
+        for (boolean decayed : new boolean[] {true, false}) {
+            List<NDArray> params = new ArrayList<>();
+            List<NDArray> first = new ArrayList<>();
+            List<NDArray> second = new ArrayList<>();
+            for (Slot slot : slots) {
+                if (slot.decayed == decayed) {
+                    params.add(slot.param.array());
+                    first.add(slot.firstMoment);
+                    second.add(slot.secondMoment);
+                }
             }
-            JniUtils.zeroGrad(weight);
+            if (!params.isEmpty()) {
+                OptimizerScript.adamw(params, first, second, update, lr, hyper.beta1(), hyper.beta2(),
+                        hyper.epsilon(), decayed ? hyper.weightDecay() : 0.0, gradientScale);
+            }
         }
     }
 
     /** Zeroes every gradient without updating (a skipped or evaluation-only step). */
     public void zeroGradients() {
-        for (Slot slot : slots) {
-            JniUtils.zeroGrad((PtNDArray) slot.param.array());
-        }
+        OptimizerScript.zeroGradients(slots.stream().map(slot -> slot.param.array()).toList());
     }
 
     /** The moments under {@code exp_avg.<name>} and {@code exp_avg_sq.<name>}, torch's state names. */

@@ -1,6 +1,5 @@
 package dev.finetune.trainers.train.optim;
 
-import ai.djl.ndarray.NDArray;
 import dev.finetune.adapters.NamedArray;
 import java.util.List;
 
@@ -12,18 +11,11 @@ public final class GradientClipping {
     private GradientClipping() {}
 
     /**
-     * {@code sqrt(Σ‖g‖²)} over the gradients of {@code params}; read back once, after all sums are queued. Each
-     * array's norm is one fused reduction: squaring first would write a copy of every gradient, all of them alive
-     * until the caller's scope closes.
+     * {@code sqrt(Σ‖g‖²)} over the gradients of {@code params}, arrays without one skipped: one native call over
+     * all of them ({@link OptimizerScript}), summed in float64.
      */
     public static double globalNorm(List<NamedArray> params) {
-        NDArray sumOfSquares = null;
-        for (NamedArray param : params) {
-            NDArray squares = param.array().getGradient().norm().square();
-            sumOfSquares = sumOfSquares == null ? squares : sumOfSquares.add(squares);
-        }
-        return sumOfSquares == null ? 0.0 : Math.sqrt(sumOfSquares.toType(ai.djl.ndarray.types.DataType.FLOAT64, false)
-                .getDouble());
+        return OptimizerScript.gradientNorm(params.stream().map(NamedArray::array).toList());
     }
 
     /**
