@@ -60,6 +60,16 @@ public final class PlainProjection implements Projection {
     }
 
     @Override
+    public String script(String x, ScriptArguments arguments) {
+        return linear(x, arguments.tensor(weight), bias == null ? "None" : arguments.tensor(bias));
+    }
+
+    /** TorchScript for {@code JniUtils.linear(x, weight, bias)}; {@code bias} may be {@code None}. */
+    public static String linear(String x, String weight, String bias) {
+        return "torch.linear(" + x + ", " + weight + ", " + bias + ")";
+    }
+
+    @Override
     public List<NamedArray> trainable() {
         if (!trainable) {
             return List.of();

@@ -19,4 +19,15 @@ public interface Projection {
 
     /** The arrays the optimizer updates, named as they are saved (HF names for full weights, PEFT names for adapters). */
     List<NamedArray> trainable();
+
+    /**
+     * This projection applied to the TorchScript variable {@code x}, as one TorchScript expression, for a decoder
+     * layer run as one compiled module; {@code null} when there is none, and the layer then runs op by op. The
+     * expression computes what {@link #forward} computes right now, with the same ops in the same order (random
+     * draws included), so the two give the same numbers and gradients. It may change with the projection's state
+     * (an adapter switched off), so a caller compiles each distinct source once and reuses it.
+     */
+    default String script(String x, ScriptArguments arguments) {
+        return null;
+    }
 }

@@ -8,7 +8,9 @@ import ai.djl.pytorch.engine.PtNDArray;
 import ai.djl.pytorch.jni.JniUtils;
 import dev.finetune.adapters.HostArrays;
 import dev.finetune.adapters.NamedArray;
+import dev.finetune.adapters.PlainProjection;
 import dev.finetune.adapters.Projection;
+import dev.finetune.adapters.ScriptArguments;
 import dev.finetune.adapters.peft.PeftNames;
 import java.nio.charset.StandardCharsets;
 import java.util.List;
@@ -120,6 +122,22 @@ public final class LoraProjection implements Projection {
                 : x;
         NDArray low = JniUtils.linear((PtNDArray) input, (PtNDArray) a, null).mul(scalingTensor);
         return y.add(JniUtils.linear((PtNDArray) low, (PtNDArray) b, null));
+    }
+
+    @Override
+    public String script(String x, ScriptArguments arguments) {
+        String y = base.script(x, arguments);
+        if (y == null || !adapters.enabled() || (adapters.referencing() && frozenA == null)) {
+            return y;
+        }
+        boolean referencing = adapters.referencing();
+        String input = !referencing && adapters.training() && dropout > 0
+                ? "torch.dropout(" + x + ", " + dropout + ", True)"
+                : x;
+        String low = "torch.mul(" + PlainProjection.linear(input, arguments.tensor(referencing ? frozenA : a), "None")
+                + ", " + arguments.tensor(scalingTensor) + ")";
+        return "torch.add(" + y + ", " + PlainProjection.linear(low, arguments.tensor(referencing ? frozenB : b), "None")
+                + ")";
     }
 
     @Override

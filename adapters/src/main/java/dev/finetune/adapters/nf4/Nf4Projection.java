@@ -5,7 +5,9 @@ import ai.djl.ndarray.NDManager;
 import ai.djl.pytorch.engine.PtNDArray;
 import ai.djl.pytorch.jni.JniUtils;
 import dev.finetune.adapters.NamedArray;
+import dev.finetune.adapters.PlainProjection;
 import dev.finetune.adapters.Projection;
+import dev.finetune.adapters.ScriptArguments;
 import dev.finetune.recipes.AdapterSpec;
 import java.util.List;
 
@@ -50,6 +52,12 @@ public final class Nf4Projection implements Projection {
     public NDArray forward(NDArray x) {
         NDArray dense = weight.dequantize(x.getManager());
         return JniUtils.linear((PtNDArray) x, (PtNDArray) dense, (PtNDArray) bias);
+    }
+
+    @Override
+    public String script(String x, ScriptArguments arguments) {
+        NDArray dense = weight.dequantize(arguments.manager());
+        return PlainProjection.linear(x, arguments.tensor(dense), bias == null ? "None" : arguments.tensor(bias));
     }
 
     @Override

@@ -30,9 +30,10 @@ public final class DecoderLayer {
     private final Projection up;
     private final Projection down;
     private final NDArray attentionScale;
+    private final LayerScripts scripts;
 
     DecoderLayer(int index, int heads, int kvHeads, int headDim, RmsNorm inputNorm, RmsNorm postAttentionNorm, RmsNorm queryNorm,
-            RmsNorm keyNorm, Projection[] attention, Projection[] mlp, Scalars scalars) {
+            RmsNorm keyNorm, Projection[] attention, Projection[] mlp, Scalars scalars, LayerScripts scripts) {
         this.index = index;
         this.heads = heads;
         this.kvHeads = kvHeads;
@@ -49,6 +50,7 @@ public final class DecoderLayer {
         this.up = mlp[1];
         this.down = mlp[2];
         this.attentionScale = scalars.of((float) (1.0 / Math.sqrt(headDim)));
+        this.scripts = scripts;
     }
 
     public int index() {
@@ -65,6 +67,13 @@ public final class DecoderLayer {
 
     /** With a cache, keys and values are appended to it and {@code mask} spans every filled slot: {@code [B, 1, T, filled]}. */
     NDArray forward(NDArray hidden, RotaryEmbedding.Angles angles, NDArray mask, KvCache cache) {
+        if (cache == null && scripts.enabled()) {
+            LayerScripts.Arguments arguments = new LayerScripts.Arguments(hidden.getManager());
+            String source = script(arguments, hidden, angles, mask);
+            if (source != null) {
+                return scripts.run(source, arguments);
+            }
+        }
         NDArray attended = attention(inputNorm.forward(hidden), angles, mask, cache);
         NDArray residual = hidden.add(attended);
         return residual.add(mlp(postAttentionNorm.forward(residual)));
@@ -105,6 +114,67 @@ public final class DecoderLayer {
         // SiLU composed as g·sigmoid(g): DJL's swish takes a Java Number and corrupts gradients (DESIGN.md §5).
         NDArray activated = g.mul(g.getNDArrayInternal().sigmoid());
         return down.forward(activated.mul(up.forward(x)));
+    }
+
+    /**
+     * This layer's forward pass as the source of one TorchScript module, collecting the tensors it reads into
+     * {@code arguments}; {@code null} when a projection has no script form. The ops and their order are exactly
+     * those of the op-by-op path below, so both give the same numbers and record the same gradients; what the
+     * module saves is the JNI call, the Java wrapper and the native handle per op (about 60 per layer).
+     */
+    private String script(LayerScripts.Arguments arguments, NDArray hidden, RotaryEmbedding.Angles angles, NDArray mask) {
+        arguments.named("hidden", hidden);
+        arguments.named("cos", angles.cos());
+        arguments.named("sin", angles.sin());
+        arguments.named("mask", mask);
+        String[] projected = new String[7];
+        Projection[] order = {query, key, value, output, gate, up, down};
+        String[] inputs = {"x", "x", "x", "merged", "x2", "x2", "gated"};
+        for (int i = 0; i < order.length; i++) {
+            projected[i] = order[i].script(inputs[i], arguments);
+            if (projected[i] == null) {
+                return null;
+            }
+        }
+        int groups = heads / kvHeads;
+        StringBuilder body = new StringBuilder();
+        line(body, "b = hidden.size(0)");
+        line(body, "t = hidden.size(1)");
+        line(body, "x = " + inputNorm.script("hidden", arguments));
+        line(body, "q = torch.reshape(" + projected[0] + ", [b, t, " + heads + ", " + headDim + "])");
+        if (queryNorm != null) {
+            line(body, "q = " + queryNorm.script("q", arguments));
+        }
+        line(body, "q = torch.permute(q, [0, 2, 1, 3])");
+        line(body, "k = torch.reshape(" + projected[1] + ", [b, t, " + kvHeads + ", " + headDim + "])");
+        if (keyNorm != null) {
+            line(body, "k = " + keyNorm.script("k", arguments));
+        }
+        line(body, "k = torch.permute(k, [0, 2, 1, 3])");
+        line(body, "v = torch.permute(torch.reshape(" + projected[2] + ", [b, t, " + kvHeads + ", " + headDim
+                + "]), [0, 2, 1, 3])");
+        line(body, "hq = torch.chunk(q, 2, 3)");
+        line(body, "q = torch.add(torch.mul(q, cos), torch.mul(torch.cat([torch.neg(hq[1]), hq[0]], 3), sin))");
+        line(body, "q = torch.mul(q, " + arguments.tensor(attentionScale) + ")");
+        line(body, "hk = torch.chunk(k, 2, 3)");
+        line(body, "k = torch.add(torch.mul(k, cos), torch.mul(torch.cat([torch.neg(hk[1]), hk[0]], 3), sin))");
+        line(body, "grouped = torch.reshape(q, [b, " + kvHeads + ", " + groups + ", t, " + headDim + "])");
+        line(body, "scores = torch.add(torch.matmul(grouped, torch.transpose(torch.unsqueeze(k, 2), -1, -2)), "
+                + "torch.unsqueeze(mask, 2))");
+        line(body, "mixed = torch.matmul(torch.softmax(scores, -1), torch.unsqueeze(v, 2))");
+        line(body, "merged = torch.reshape(torch.permute(torch.reshape(mixed, [b, " + heads + ", t, " + headDim
+                + "]), [0, 2, 1, 3]), [b, t, " + (long) heads * headDim + "])");
+        line(body, "residual = torch.add(hidden, " + projected[3] + ")");
+        line(body, "x2 = " + postAttentionNorm.script("residual", arguments));
+        line(body, "g = " + projected[4]);
+        line(body, "gated = torch.mul(torch.mul(g, torch.sigmoid(g)), " + projected[5] + ")");
+        line(body, "return torch.add(residual, " + projected[6] + ")");
+        return "class Layer(Module):\n  __parameters__ = []\n  __buffers__ = []\n  training : bool\n"
+                + "  def forward(self: __torch__.Layer" + arguments.signature() + ") -> Tensor:\n" + body;
+    }
+
+    private static void line(StringBuilder body, String statement) {
+        body.append("    ").append(statement).append('\n');
     }
 
     /** Arrays the optimizer updates: norms when they are trained, plus whatever each projection trains. */

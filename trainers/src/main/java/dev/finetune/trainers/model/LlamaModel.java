@@ -44,6 +44,7 @@ public final class LlamaModel {
     private final Map<String, NDArray> weights;
     private final NDArray one;
     private final NDArray maskedOut;
+    private final LayerScripts scripts;
 
     /**
      * @param source gives each tensor by name when the layer that needs it is built, so a QLoRA factory can quantise
@@ -61,6 +62,7 @@ public final class LlamaModel {
         // Large but finite: a row whose every key is masked (never produced here) would give a uniform average, not NaN.
         this.maskedOut = scalars.of(1e30f);
         this.rotary = new RotaryEmbedding(config, manager);
+        this.scripts = new LayerScripts(manager);
         float eps = (float) config.rmsNormEps();
         Function<String, NamedArray> embeddingOrNorm = name -> {
             NDArray w = weights.apply(name);
@@ -90,7 +92,7 @@ public final class LlamaModel {
                     new RmsNorm(embeddingOrNorm.apply(p + "post_attention_layernorm.weight"), eps, scalars),
                     qkNorm ? new RmsNorm(embeddingOrNorm.apply(p + "self_attn.q_norm.weight"), eps, scalars) : null,
                     qkNorm ? new RmsNorm(embeddingOrNorm.apply(p + "self_attn.k_norm.weight"), eps, scalars) : null,
-                    attention, mlp, scalars));
+                    attention, mlp, scalars, scripts));
         }
         this.layers = List.copyOf(built);
         this.finalNorm = new RmsNorm(embeddingOrNorm.apply("model.norm.weight"), eps, scalars);
@@ -195,6 +197,15 @@ public final class LlamaModel {
 
     public ModelConfig config() {
         return config;
+    }
+
+    /**
+     * Whether each decoder layer runs as one compiled TorchScript module (the default) or op by op from Java.
+     * Both compute the same ops in the same order; the switch exists to compare them. The system property
+     * {@code finetune.scripted-layers=false} starts a model with it off.
+     */
+    public void setScriptedLayers(boolean scripted) {
+        scripts.setEnabled(scripted);
     }
 
     /** The manager that owns the weights and the model's constants. */

@@ -3,6 +3,7 @@ package dev.finetune.trainers.model;
 import ai.djl.ndarray.NDArray;
 import dev.finetune.adapters.NamedArray;
 import dev.finetune.adapters.Scalars;
+import dev.finetune.adapters.ScriptArguments;
 
 /** {@code x / sqrt(mean(x²) + eps) · weight} over the last axis; composed because the engine has no rms_norm. */
 final class RmsNorm {
@@ -18,6 +19,13 @@ final class RmsNorm {
 
     NamedArray weight() {
         return weight;
+    }
+
+    /** {@link #forward} as a TorchScript expression over the variable {@code x}: the same ops in the same order. */
+    String script(String x, ScriptArguments arguments) {
+        return "torch.mul(torch.mul(" + x + ", torch.pow(torch.add(torch.mean(torch.square(" + x + "), [-1], True), "
+                + arguments.tensor(epsilon) + "), " + arguments.tensor(minusHalf) + ")), " + arguments.tensor(weight.array())
+                + ")";
     }
 
     NDArray forward(NDArray x) {
