@@ -118,9 +118,11 @@ public final class DecoderLayer {
 
     /**
      * This layer's forward pass as the source of one TorchScript module, collecting the tensors it reads into
-     * {@code arguments}; {@code null} when a projection has no script form. The ops and their order are exactly
-     * those of the op-by-op path below, so both give the same numbers and record the same gradients; what the
-     * module saves is the JNI call, the Java wrapper and the native handle per op (about 60 per layer).
+     * {@code arguments}; {@code null} when a projection has no script form. It saves the JNI call, the Java
+     * wrapper and the native handle of every op (about 60 per layer), and uses two kernels DJL has no binding for:
+     * torch's fused {@code scaled_dot_product_attention} (no {@code [B, H, T, T]} scores kept for backward) and
+     * {@code silu}. Everything else is the op-by-op path's ops in its order, random draws included, so the two
+     * agree to float rounding (attention sums in another order: about 1e-6).
      */
     private String script(LayerScripts.Arguments arguments, NDArray hidden, RotaryEmbedding.Angles angles, NDArray mask) {
         arguments.named("hidden", hidden);
@@ -155,19 +157,20 @@ public final class DecoderLayer {
                 + "]), [0, 2, 1, 3])");
         line(body, "hq = torch.chunk(q, 2, 3)");
         line(body, "q = torch.add(torch.mul(q, cos), torch.mul(torch.cat([torch.neg(hq[1]), hq[0]], 3), sin))");
-        line(body, "q = torch.mul(q, " + arguments.tensor(attentionScale) + ")");
         line(body, "hk = torch.chunk(k, 2, 3)");
         line(body, "k = torch.add(torch.mul(k, cos), torch.mul(torch.cat([torch.neg(hk[1]), hk[0]], 3), sin))");
-        line(body, "grouped = torch.reshape(q, [b, " + kvHeads + ", " + groups + ", t, " + headDim + "])");
-        line(body, "scores = torch.add(torch.matmul(grouped, torch.transpose(torch.unsqueeze(k, 2), -1, -2)), "
-                + "torch.unsqueeze(mask, 2))");
-        line(body, "mixed = torch.matmul(torch.softmax(scores, -1), torch.unsqueeze(v, 2))");
-        line(body, "merged = torch.reshape(torch.permute(torch.reshape(mixed, [b, " + heads + ", t, " + headDim
-                + "]), [0, 2, 1, 3]), [b, t, " + (long) heads * headDim + "])");
+        if (groups > 1) {
+            // query head h reads key/value head h / groups, as the grouped reshape of the op-by-op path does
+            line(body, "k = torch.repeat_interleave(k, " + groups + ", 1)");
+            line(body, "v = torch.repeat_interleave(v, " + groups + ", 1)");
+        }
+        line(body, "mixed = torch.scaled_dot_product_attention(q, k, v, mask, 0., False, scale=" + 1.0 / Math.sqrt(headDim)
+                + ")");
+        line(body, "merged = torch.reshape(torch.permute(mixed, [0, 2, 1, 3]), [b, t, " + (long) heads * headDim + "])");
         line(body, "residual = torch.add(hidden, " + projected[3] + ")");
         line(body, "x2 = " + postAttentionNorm.script("residual", arguments));
         line(body, "g = " + projected[4]);
-        line(body, "gated = torch.mul(torch.mul(g, torch.sigmoid(g)), " + projected[5] + ")");
+        line(body, "gated = torch.mul(torch.silu(g), " + projected[5] + ")");
         line(body, "return torch.add(residual, " + projected[6] + ")");
         return "class Layer(Module):\n  __parameters__ = []\n  __buffers__ = []\n  training : bool\n"
                 + "  def forward(self: __torch__.Layer" + arguments.signature() + ") -> Tensor:\n" + body;
