@@ -88,7 +88,10 @@ class PeftParityTest {
             Path checkpoint = run.resolve("checkpoint-" + step);
             double gap = logitGap(checkpoint, work);
             System.out.printf("checkpoint-%d: PEFT loads it, max |logit - ours| %.2e%n", step, gap);
-            assertTrue(gap < 1e-5, "checkpoint-" + step + ": logits differ from PEFT's by " + gap);
+            // Logits near 19 have a float32 spacing of 1.9e-6, and the gap between two implementations summing in
+            // different orders moves with the trained values: 5.5e-6 to 1.26e-5 for the same generation code on
+            // adapters trained with different (equally exact) kernels. A wrong adapter or name is off by far more.
+            assertTrue(gap < 2e-5, "checkpoint-" + step + ": logits differ from PEFT's by " + gap);
             Path printed = work.resolve("state-" + step + ".txt");
             PythonStack.runScript("/parity/trainer_state.py", work, checkpoint.toString(), printed.toString());
             String[] state = Files.readString(printed).trim().split(" ");
