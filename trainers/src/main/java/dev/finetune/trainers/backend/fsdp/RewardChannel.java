@@ -62,7 +62,10 @@ public final class RewardChannel implements AutoCloseable {
     private RewardChannel(ServerSocket server, Tokenizer tokenizer, Rewards rewards,
             Map<String, List<GrpoBatch>> batches, GrpoObjective.Settings settings) {
         this.server = server;
-        this.token = HexFormat.of().formatHex(new SecureRandom().generateSeed(16));
+        byte[] secret = new byte[16];
+        // nextBytes, not generateSeed: a seed may be read from the blocking entropy pool and stall a fresh VM's launch
+        new SecureRandom().nextBytes(secret);
+        this.token = HexFormat.of().formatHex(secret);
         this.tokenizer = tokenizer;
         this.rewards = rewards;
         this.batches = batches;
