@@ -19,8 +19,6 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
-import java.util.regex.Matcher;
-import java.util.regex.Pattern;
 
 /**
  * The ranks' output turned into the run's display and files: their JSON events into the progress bar,
@@ -29,7 +27,6 @@ import java.util.regex.Pattern;
  */
 final class RankRelay {
     private static final Gson GSON = new Gson();
-    private static final Pattern TEE_PREFIX = Pattern.compile("^\\[default(\\d+)\\]:(.*)$");
 
     private final Path outputDir;
     private final Launch launch;
@@ -39,6 +36,7 @@ final class RankRelay {
     private final List<Map<String, Object>> peaks = new ArrayList<>();
     private final List<String> saved = new ArrayList<>();
     private final Trainer.Run schedule;
+    private final TeeLines tee = new TeeLines();
     private MetricsLog metrics;
     private LogWindow window;
     private long totalSteps;
@@ -73,13 +71,16 @@ final class RankRelay {
     }
 
     void line(String raw) {
-        Matcher tee = TEE_PREFIX.matcher(raw);
-        String text = raw;
+        for (TeeLines.Line line : tee.accept(raw)) {
+            relay(line);
+        }
+    }
+
+    private void relay(TeeLines.Line line) {
+        String text = line.text();
         String who = "torchrun " + host;
-        if (tee.matches()) {
-            int rank = launch.nodeRank() * launch.nprocPerNode() + Integer.parseInt(tee.group(1));
-            text = tee.group(2);
-            who = "rank " + rank + " " + host;
+        if (line.localRank() >= 0) {
+            who = "rank " + (launch.nodeRank() * launch.nprocPerNode() + line.localRank()) + " " + host;
         }
         if (text.startsWith("{")) {
             JsonObject event = parse(text);
@@ -214,6 +215,10 @@ final class RankRelay {
         }
         // The worker reports every step; logging_steps folds them here, as the JVM trainer's loop does.
         Map<String, Object> logged = window == null ? line : window.add(at, totalSteps, line);
+        if (metrics == null && launch.nodeRank() == 0 && error == null) {
+            // never quietly: a run whose metrics.jsonl misses steps looks finished and is not
+            error = "worker: step " + at + " reported before the run's start event, so metrics.jsonl would miss it";
+        }
         if (metrics != null && logged != null) {
             metrics.write(logged);
         }
@@ -280,6 +285,7 @@ final class RankRelay {
     }
 
     void close() {
+        tee.rest().forEach(this::relay);
         if (progress != null) {
             progress.close();
         }
@@ -287,7 +293,10 @@ final class RankRelay {
             try {
                 metrics.close();
             } catch (RuntimeException e) {
-                // the run's own error, if any, is the one to report
+                // the run's own error, if any, is the one to report; else this one fails the run
+                if (error == null) {
+                    error = e.getMessage();
+                }
             }
         }
     }
