@@ -159,13 +159,13 @@ public final class Generator {
         RotaryEmbedding.Angles angles = model.rotary().at(positions);
         NDArray mask = model.attentionMask(idArray, slotSegments.get(new NDIndex(":, 0:" + width)));
         for (DecoderLayer layer : model.layers()) {
-            hidden = layer.forward(hidden, angles, mask);
+            hidden = layer.infer(hidden, angles, mask, null);
         }
         return lastLogits(hidden);
     }
 
     private NDArray lastLogits(NDArray hidden) {
-        return model.finalNormAndHead(hidden.get(new NDIndex(":, -1:, :"))).squeeze(1);
+        return model.inferHead(hidden.get(new NDIndex(":, -1:, :"))).squeeze(1);
     }
 
     /** The left-padded layout of a batch: which slot holds what. */

@@ -62,28 +62,44 @@ public final class DecoderLayer {
      * {@link LlamaModel#attentionMask}.
      */
     public NDArray forward(NDArray hidden, RotaryEmbedding.Angles angles, NDArray mask) {
-        return forward(hidden, angles, mask, null);
+        return forward(hidden, angles, mask, null, false);
     }
 
-    /** With a cache, keys and values are appended to it and {@code mask} spans every filled slot: {@code [B, 1, T, filled]}. */
-    NDArray forward(NDArray hidden, RotaryEmbedding.Angles angles, NDArray mask, KvCache cache) {
-        if (cache == null && scripts.enabled()) {
+    /**
+     * The same layer for generation, its norms computed as Hugging Face computes them ({@link RmsNorm#infer}), so
+     * a checkpoint's logits are PEFT's to float rounding. With a cache, keys and values are appended to it and
+     * {@code mask} spans every filled slot: {@code [B, 1, T, filled]}.
+     */
+    public NDArray infer(NDArray hidden, RotaryEmbedding.Angles angles, NDArray mask, KvCache cache) {
+        return forward(hidden, angles, mask, cache, true);
+    }
+
+    private NDArray forward(NDArray hidden, RotaryEmbedding.Angles angles, NDArray mask, KvCache cache, boolean inference) {
+        if (scripts.enabled()) {
             LayerScripts.Arguments arguments = new LayerScripts.Arguments(hidden.getManager());
-            String source = script(arguments, hidden, angles, mask);
+            String source = script(arguments, hidden, angles, mask, cache, inference);
             if (source != null) {
                 return scripts.run(source, arguments);
             }
         }
-        NDArray attended = attention(inputNorm.forward(hidden), angles, mask, cache);
+        NDArray attended = attention(norm(inputNorm, hidden, inference), angles, mask, cache, inference);
         NDArray residual = hidden.add(attended);
-        return residual.add(mlp(postAttentionNorm.forward(residual)));
+        return residual.add(mlp(norm(postAttentionNorm, residual, inference)));
     }
 
-    private NDArray attention(NDArray x, RotaryEmbedding.Angles angles, NDArray mask, KvCache cache) {
+    private static NDArray norm(RmsNorm norm, NDArray x, boolean inference) {
+        return inference ? norm.infer(x) : norm.forward(x);
+    }
+
+    private static String norm(RmsNorm norm, String x, LayerScripts.Arguments arguments, boolean inference) {
+        return inference ? norm.inferScript(x, arguments) : norm.script(x, arguments);
+    }
+
+    private NDArray attention(NDArray x, RotaryEmbedding.Angles angles, NDArray mask, KvCache cache, boolean inference) {
         long batch = x.getShape().get(0);
         long time = x.getShape().get(1);
-        NDArray q = heads(query.forward(x), batch, time, heads, queryNorm);
-        NDArray k = heads(key.forward(x), batch, time, kvHeads, keyNorm);
+        NDArray q = heads(query.forward(x), batch, time, heads, queryNorm, inference);
+        NDArray k = heads(key.forward(x), batch, time, kvHeads, keyNorm, inference);
         NDArray v = value.forward(x).reshape(batch, time, kvHeads, headDim).transpose(0, 2, 1, 3);
         q = RotaryEmbedding.apply(q, angles).mul(attentionScale);
         k = RotaryEmbedding.apply(k, angles);
@@ -101,10 +117,10 @@ public final class DecoderLayer {
         return output.forward(merged);
     }
 
-    private NDArray heads(NDArray projected, long batch, long time, int count, RmsNorm perHeadNorm) {
+    private NDArray heads(NDArray projected, long batch, long time, int count, RmsNorm perHeadNorm, boolean inference) {
         NDArray split = projected.reshape(batch, time, count, headDim);
         if (perHeadNorm != null) {
-            split = perHeadNorm.forward(split);
+            split = norm(perHeadNorm, split, inference);
         }
         return split.transpose(0, 2, 1, 3);
     }
@@ -122,13 +138,21 @@ public final class DecoderLayer {
      * wrapper and the native handle of every op (about 60 per layer), and uses two kernels DJL has no binding for:
      * torch's fused {@code scaled_dot_product_attention} (no {@code [B, H, T, T]} scores kept for backward) and
      * {@code silu}. Everything else is the op-by-op path's ops in its order, random draws included, so the two
-     * agree to float rounding (attention sums in another order: about 1e-6).
+     * agree to float rounding (attention sums in another order: about 1e-6). With a KV cache (generation) the
+     * module stores the new keys and values into the cache's buffers in place and attends over every filled slot,
+     * so generation runs the same kernels as training and as transformers.
      */
-    private String script(LayerScripts.Arguments arguments, NDArray hidden, RotaryEmbedding.Angles angles, NDArray mask) {
+    private String script(LayerScripts.Arguments arguments, NDArray hidden, RotaryEmbedding.Angles angles, NDArray mask,
+            KvCache cache, boolean inference) {
         arguments.named("hidden", hidden);
         arguments.named("cos", angles.cos());
         arguments.named("sin", angles.sin());
         arguments.named("mask", mask);
+        if (cache != null) {
+            NDArray[] buffers = cache.buffers(index, hidden.getShape().get(1), mask.getShape().get(3));
+            arguments.named("cache_k", buffers[0]);
+            arguments.named("cache_v", buffers[1]);
+        }
         String[] projected = new String[7];
         Projection[] order = {query, key, value, output, gate, up, down};
         String[] inputs = {"x", "x", "x", "merged", "x2", "x2", "gated"};
@@ -142,15 +166,15 @@ public final class DecoderLayer {
         StringBuilder body = new StringBuilder();
         line(body, "b = hidden.size(0)");
         line(body, "t = hidden.size(1)");
-        line(body, "x = " + inputNorm.script("hidden", arguments));
+        line(body, "x = " + norm(inputNorm, "hidden", arguments, inference));
         line(body, "q = torch.reshape(" + projected[0] + ", [b, t, " + heads + ", " + headDim + "])");
         if (queryNorm != null) {
-            line(body, "q = " + queryNorm.script("q", arguments));
+            line(body, "q = " + norm(queryNorm, "q", arguments, inference));
         }
         line(body, "q = torch.permute(q, [0, 2, 1, 3])");
         line(body, "k = torch.reshape(" + projected[1] + ", [b, t, " + kvHeads + ", " + headDim + "])");
         if (keyNorm != null) {
-            line(body, "k = " + keyNorm.script("k", arguments));
+            line(body, "k = " + norm(keyNorm, "k", arguments, inference));
         }
         line(body, "k = torch.permute(k, [0, 2, 1, 3])");
         line(body, "v = torch.permute(torch.reshape(" + projected[2] + ", [b, t, " + kvHeads + ", " + headDim
@@ -159,6 +183,14 @@ public final class DecoderLayer {
         line(body, "q = torch.add(torch.mul(q, cos), torch.mul(torch.cat([torch.neg(hq[1]), hq[0]], 3), sin))");
         line(body, "hk = torch.chunk(k, 2, 3)");
         line(body, "k = torch.add(torch.mul(k, cos), torch.mul(torch.cat([torch.neg(hk[1]), hk[0]], 3), sin))");
+        if (cache != null) {
+            // The new slots end where the mask ends (it spans every filled slot); attention reads all of them.
+            line(body, "end = mask.size(3)");
+            line(body, "cache_k.narrow(2, end - t, t).copy_(k)");
+            line(body, "cache_v.narrow(2, end - t, t).copy_(v)");
+            line(body, "k = cache_k.narrow(2, 0, end)");
+            line(body, "v = cache_v.narrow(2, 0, end)");
+        }
         if (groups > 1) {
             // query head h reads key/value head h / groups, as the grouped reshape of the op-by-op path does
             line(body, "k = torch.repeat_interleave(k, " + groups + ", 1)");
@@ -168,7 +200,7 @@ public final class DecoderLayer {
                 + ")");
         line(body, "merged = torch.reshape(torch.permute(mixed, [0, 2, 1, 3]), [b, t, " + (long) heads * headDim + "])");
         line(body, "residual = torch.add(hidden, " + projected[3] + ")");
-        line(body, "x2 = " + postAttentionNorm.script("residual", arguments));
+        line(body, "x2 = " + norm(postAttentionNorm, "residual", arguments, inference));
         line(body, "g = " + projected[4]);
         line(body, "gated = torch.mul(torch.silu(g), " + projected[5] + ")");
         line(body, "return torch.add(residual, " + projected[6] + ")");

@@ -56,6 +56,18 @@ public final class KvCache implements AutoCloseable {
     }
 
     /**
+     * The whole key and value buffers of {@code layer}, for a compiled layer that stores {@code count} new slots
+     * ending at slot {@code end} in place and attends over slots {@code [0, end)}.
+     */
+    NDArray[] buffers(int layer, long count, long end) {
+        if (end != length + count || end > capacity) {
+            throw new IllegalStateException("KV cache holds " + length + " of " + capacity + " slots; " + count
+                    + " new ones cannot end at " + end);
+        }
+        return new NDArray[] {keys[layer], values[layer]};
+    }
+
+    /**
      * Fills this cache's rows from {@code source}: row {@code b} gets the slots of source row {@code sourceRows[b]}.
      * Identical prompts (GRPO samples several completions per prompt) are run once and shared this way.
      */

@@ -258,7 +258,15 @@ public final class LlamaModel {
 
     /** {@code hidden [B, T, C]} → logits {@code [B, T, V]}. */
     public NDArray finalNormAndHead(NDArray hidden) {
-        NDArray normed = finalNorm.forward(hidden);
+        return head(finalNorm.forward(hidden));
+    }
+
+    /** {@link #finalNormAndHead} for generation, the norm computed as Hugging Face computes it ({@link RmsNorm#infer}). */
+    public NDArray inferHead(NDArray hidden) {
+        return head(finalNorm.infer(hidden));
+    }
+
+    private NDArray head(NDArray normed) {
         return head == null ? JniUtils.linear((PtNDArray) normed, (PtNDArray) embedding.array(), null) : head.forward(normed);
     }
 
@@ -310,7 +318,7 @@ public final class LlamaModel {
         NDArray hidden = embed(inputIds);
         RotaryEmbedding.Angles angles = rotary.at(positionIds);
         for (DecoderLayer layer : layers) {
-            hidden = layer.forward(hidden, angles, mask, cache);
+            hidden = layer.infer(hidden, angles, mask, cache);
         }
         cache.advance(Math.toIntExact(inputIds.getShape().get(1)));
         return hidden;
