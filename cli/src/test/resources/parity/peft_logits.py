@@ -5,8 +5,10 @@ usage:
                                                       given layers only (layers_to_transform), "all" for every one
   peft_logits.py logits ADAPTER_DIR PROMPT_IDS OUT_JSON
                                                       PeftModel.from_pretrained(base, ADAPTER_DIR) and the logits
-                                                      after the comma-separated PROMPT_IDS; fails on any missing
-                                                      or unexpected adapter key
+                                                      after the comma-separated PROMPT_IDS, twice: from the forward
+                                                      over the whole prompt (last_logits) and with logits_to_keep=1
+                                                      as transformers' generate() asks for them (generate_logits);
+                                                      reports any missing or unexpected adapter key
   peft_logits.py model MODEL_DIR PROMPT_IDS OUT_JSON  the same for a full model folder, loaded with
                                                       AutoModelForCausalLM.from_pretrained
 """
@@ -43,7 +45,8 @@ elif sys.argv[1] == "model":
     ids = torch.tensor([[int(x) for x in prompt_ids.split(",")]])
     with torch.no_grad():
         logits = model(ids).logits[0, -1].tolist()
-    json.dump({"last_logits": logits, "missing": list(info["missing_keys"]),
+        generated = model(ids, logits_to_keep=1).logits[0, -1].tolist()
+    json.dump({"last_logits": logits, "generate_logits": generated, "missing": list(info["missing_keys"]),
                "unexpected": list(info["unexpected_keys"])}, open(out_path, "w"))
 else:
     adapter_dir, prompt_ids, out_path = sys.argv[2:5]
@@ -58,5 +61,7 @@ else:
     ids = torch.tensor([[int(x) for x in prompt_ids.split(",")]])
     with torch.no_grad():
         logits = model(ids).logits[0, -1].tolist()
-    json.dump({"last_logits": logits, "missing": missing, "unexpected": list(result.unexpected_keys)},
+        generated = model(ids, logits_to_keep=1).logits[0, -1].tolist()
+    json.dump({"last_logits": logits, "generate_logits": generated, "missing": missing,
+               "unexpected": list(result.unexpected_keys)},
               open(out_path, "w"))
