@@ -2,8 +2,8 @@ package dev.finetune.cli;
 
 import dev.finetune.recipes.UserError;
 import dev.finetune.recipes.ValidatedRecipe;
+import dev.finetune.recipes.plan.Devices;
 import dev.finetune.recipes.plan.MemoryEstimate;
-import dev.finetune.recipes.plan.RecipeSetup;
 import java.io.PrintWriter;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -102,7 +102,7 @@ final class DiffCommand implements Callable<Integer> {
     private static Map<String, String> memory(ValidatedRecipe recipe, Path file) {
         Map<String, String> out = new LinkedHashMap<>();
         try {
-            MemoryEstimate e = PlanCommand.memoryPlan(recipe, file, null, RecipeSetup.hardware(recipe.recipe().hardware()), null)
+            MemoryEstimate e = PlanCommand.memoryPlan(recipe, file, null, Devices.of(recipe.recipe().hardware()), null)
                     .estimate();
             out.put("hardware", e.setup().hardware().label());
             out.put("peak per device", String.format(Locale.ROOT, "%.2f GiB", e.peakBytes() / GIB));

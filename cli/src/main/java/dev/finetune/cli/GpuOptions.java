@@ -2,7 +2,7 @@ package dev.finetune.cli;
 
 import dev.finetune.recipes.Recipe;
 import dev.finetune.recipes.UserError;
-import dev.finetune.recipes.plan.Hardware;
+import dev.finetune.recipes.plan.Devices;
 import dev.finetune.recipes.plan.MemorySize;
 import picocli.CommandLine.Option;
 
@@ -18,7 +18,7 @@ final class GpuOptions {
     String memory;
 
     /** The GPUs given here, completed from the recipe's {@code hardware:}. */
-    Hardware resolve(Recipe r) {
+    Devices resolve(Recipe r) {
         Recipe.Hardware.Gpus written = r.hardware() instanceof Recipe.Hardware.Gpus w ? w : null;
         int gpus = perNode != null ? perNode : written != null ? written.perNode() : 1;
         int machines = nodes != null ? nodes : written != null ? written.nodes() : 1;
@@ -35,6 +35,6 @@ final class GpuOptions {
         if (bytes == null) {
             throw new UserError("--gpu-memory", "the plan needs the memory of one GPU", "pass --gpu-memory 80GiB");
         }
-        return new Hardware.Gpus(gpus, machines, bytes);
+        return Devices.gpus(gpus, machines, bytes);
     }
 }

@@ -5,12 +5,11 @@ import dev.finetune.recipes.FinetuneVersion;
 import dev.finetune.recipes.InvalidRecipe;
 import dev.finetune.recipes.UserError;
 import dev.finetune.recipes.ValidatedRecipe;
+import dev.finetune.recipes.plan.Devices;
 import dev.finetune.recipes.plan.MemoryEstimate;
 import dev.finetune.recipes.plan.MemoryPlan;
 import dev.finetune.recipes.plan.PlanText;
-import dev.finetune.recipes.plan.RecipeSetup;
 import dev.finetune.recipes.plan.RunPlan;
-import dev.finetune.recipes.plan.Hardware;
 import dev.finetune.trainers.backend.GemmRate;
 import dev.finetune.trainers.backend.SingleDeviceBackend;
 import dev.finetune.trainers.backend.fsdp.FsdpBackend;
@@ -133,10 +132,10 @@ public final class Main implements Callable<Integer> {
     private RunPlan requireFits(ValidatedRecipe validated, boolean inThisJvm) {
         PrintWriter out = spec.commandLine().getOut();
         Path recipe = recipeArgs.recipe();
-        Hardware hardware = RecipeSetup.hardware(validated.recipe().hardware());
+        Devices hardware = Devices.of(validated.recipe().hardware());
         // The engine loads for training anyway; measuring this CPU first costs a few tens of milliseconds.
         RunPlan run = PlanCommand.runPlan(validated, recipe, null, hardware, null,
-                inThisJvm && hardware instanceof Hardware.Cpu ? GemmRate.ENGINE : null);
+                inThisJvm && hardware.onCpu() ? GemmRate.ENGINE : null);
         MemoryPlan plan = run.memory();
         MemoryEstimate estimate = plan.estimate();
         double gib = 1024.0 * 1024.0 * 1024.0;

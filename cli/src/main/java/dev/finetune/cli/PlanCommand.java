@@ -4,12 +4,11 @@ import dev.finetune.recipes.BatchPlan;
 import dev.finetune.recipes.Recipe;
 import dev.finetune.recipes.UserError;
 import dev.finetune.recipes.ValidatedRecipe;
-import dev.finetune.recipes.plan.Hardware;
+import dev.finetune.recipes.plan.Devices;
 import dev.finetune.recipes.plan.MemoryPlan;
 import dev.finetune.recipes.plan.PlanJson;
 import dev.finetune.recipes.plan.PlanText;
 import dev.finetune.recipes.plan.PrecisionRegime;
-import dev.finetune.recipes.plan.RecipeSetup;
 import dev.finetune.recipes.plan.RunPlan;
 import dev.finetune.trainers.backend.GemmRate;
 import java.io.PrintWriter;
@@ -62,9 +61,9 @@ final class PlanCommand implements Callable<Integer> {
         ValidatedRecipe validated = recipeArgs.load();
         ValidateCommand.printWarnings(spec.commandLine().getErr(), validated.warnings());
         BatchPlan batch = validated.plan();
-        Hardware hardware = hardware(validated.recipe());
+        Devices hardware = hardware(validated.recipe());
         RunPlan run = runPlan(validated, recipeArgs.recipe(), modelConfig, hardware, regime(),
-                hardware instanceof Hardware.Cpu ? GemmRate.ENGINE : null);
+                hardware.onCpu() ? GemmRate.ENGINE : null);
         MemoryPlan plan = run.memory();
         if (json) {
             out.println(PlanJson.render(run));
@@ -85,22 +84,22 @@ final class PlanCommand implements Callable<Integer> {
      * @param modelConfig a config.json for a model the built-in table does not know, or {@code null}
      * @param regime {@code null} for what our trainers run
      */
-    static MemoryPlan memoryPlan(ValidatedRecipe validated, Path recipe, Path modelConfig, Hardware hardware,
+    static MemoryPlan memoryPlan(ValidatedRecipe validated, Path recipe, Path modelConfig, Devices hardware,
             PrecisionRegime regime) {
         return runPlan(validated, recipe, modelConfig, hardware, regime, null).memory();
     }
 
     /** Memory and time; {@code cpu} measures this machine when the run is on CPU ({@code null}: no time there). */
-    static RunPlan runPlan(ValidatedRecipe validated, Path recipe, Path modelConfig, Hardware hardware,
+    static RunPlan runPlan(ValidatedRecipe validated, Path recipe, Path modelConfig, Devices hardware,
             PrecisionRegime regime, RunPlan.CpuRate cpu) {
         return RunPlan.of(validated, recipe.toAbsolutePath().normalize().getParent(), modelConfig, hardware, regime, cpu);
     }
 
-    private Hardware hardware(Recipe r) {
+    private Devices hardware(Recipe r) {
         if (where == null) {
-            return RecipeSetup.hardware(r.hardware());
+            return Devices.of(r.hardware());
         }
-        return where.cpu ? Hardware.thisMachine() : where.gpus.resolve(r);
+        return where.cpu ? Devices.thisMachine() : where.gpus.resolve(r);
     }
 
     private PrecisionRegime regime() {

@@ -7,7 +7,7 @@ import dev.finetune.recipes.RecipeLoader;
 import dev.finetune.recipes.UserError;
 import dev.finetune.recipes.ValidatedRecipe;
 import dev.finetune.recipes.YamlNode;
-import dev.finetune.recipes.plan.Hardware;
+import dev.finetune.recipes.plan.Devices;
 import dev.finetune.recipes.plan.MemoryEstimate;
 import dev.finetune.recipes.plan.MemoryPlan;
 import dev.finetune.recipes.plan.RecipeSetup;
@@ -88,7 +88,7 @@ final class RecipeCheck {
      * @param hardware {@code null} for no memory verdict; else the hardware to plan for, {@code null} from it when
      *     neither the recipe nor the command line names any
      */
-    static Verdict check(Path file, List<String> overrides, Function<ValidatedRecipe, Hardware> hardware) {
+    static Verdict check(Path file, List<String> overrides, Function<ValidatedRecipe, Devices> hardware) {
         List<Located> findings = new ArrayList<>();
         YamlNode.Mapping tree;
         try {
@@ -119,10 +119,10 @@ final class RecipeCheck {
         return new Verdict(file, false, findings, validated, memory);
     }
 
-    private static Memory memory(Path file, ValidatedRecipe validated, Function<ValidatedRecipe, Hardware> hardware,
+    private static Memory memory(Path file, ValidatedRecipe validated, Function<ValidatedRecipe, Devices> hardware,
             List<Located> findings, Map<String, String> keys) {
         MemoryPlan plan;
-        Hardware target;
+        Devices target;
         try {
             target = hardware.apply(validated);
             if (target == null) {

@@ -5,8 +5,7 @@ import dev.finetune.recipes.Finding;
 import dev.finetune.recipes.Recipe;
 import dev.finetune.recipes.UserError;
 import dev.finetune.recipes.ValidatedRecipe;
-import dev.finetune.recipes.plan.Hardware;
-import dev.finetune.recipes.plan.RecipeSetup;
+import dev.finetune.recipes.plan.Devices;
 import java.io.PrintWriter;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -70,7 +69,7 @@ final class ValidateCommand implements Callable<Integer> {
         if (flatten) {
             return flatten(files, overrides, report);
         }
-        Function<ValidatedRecipe, Hardware> hardware = plan ? this::hardware : null;
+        Function<ValidatedRecipe, Devices> hardware = plan ? this::hardware : null;
         List<Verdict> verdicts = new ArrayList<>();
         for (RecipeFiles.Entry file : files) {
             verdicts.add(file.fragment() ? RecipeCheck.fragment(file.path())
@@ -97,12 +96,12 @@ final class ValidateCommand implements Callable<Integer> {
     }
 
     /** The command line's GPUs when given, else the recipe's {@code hardware:}, else none (not checked). */
-    private Hardware hardware(ValidatedRecipe validated) {
+    private Devices hardware(ValidatedRecipe validated) {
         if (gpus != null) {
             return gpus.resolve(validated.recipe());
         }
         Recipe.Hardware written = validated.recipe().hardware();
-        return written instanceof Recipe.Hardware.Unspecified ? null : RecipeSetup.hardware(written);
+        return written instanceof Recipe.Hardware.Unspecified ? null : Devices.of(written);
     }
 
     /** {@code key=value} or {@code a.b=value} that names no existing file: an override, as for training. */

@@ -2,6 +2,7 @@ package dev.finetune.recipes;
 
 import java.util.List;
 import java.util.Map;
+import java.util.function.Function;
 
 /**
  * One resolved, validated recipe: every Axolotl key we act on, typed, with Axolotl's defaults applied. Built only
@@ -40,8 +41,6 @@ public record Recipe(
     /**
      * @param valSetSize fraction of the training rows held out for evaluation (0 = none)
      * @param preparedPath {@code dataset_prepared_path}: where tokenized/packed data is cached, or {@code null}
-     */
-    /**
      * @param excessLength {@code excess_length_strategy}: what happens to an example longer than {@code sequence_len}
      * @param skipInvalidRows {@code dataset_skip_invalid_rows} (ours; Axolotl stops at a broken row): skip and count
      *     rows that cannot be read instead of stopping
@@ -196,16 +195,14 @@ public record Recipe(
         String key();
 
         /** Exhaustive choice over the three objectives: adding one breaks every caller until it handles it. */
-        <R> R match(java.util.function.Function<Sft, R> sft, java.util.function.Function<Dpo, R> dpo,
-                java.util.function.Function<Grpo, R> grpo);
+        <R> R match(Function<Sft, R> sft, Function<Dpo, R> dpo, Function<Grpo, R> grpo);
 
         record Sft() implements Objective {
             public String key() {
                 return "sft";
             }
 
-            public <R> R match(java.util.function.Function<Sft, R> sft, java.util.function.Function<Dpo, R> dpo,
-                    java.util.function.Function<Grpo, R> grpo) {
+            public <R> R match(Function<Sft, R> sft, Function<Dpo, R> dpo, Function<Grpo, R> grpo) {
                 return sft.apply(this);
             }
         }
@@ -235,8 +232,7 @@ public record Recipe(
                 return "dpo";
             }
 
-            public <R> R match(java.util.function.Function<Sft, R> sft, java.util.function.Function<Dpo, R> dpo,
-                    java.util.function.Function<Grpo, R> grpo) {
+            public <R> R match(Function<Sft, R> sft, Function<Dpo, R> dpo, Function<Grpo, R> grpo) {
                 return dpo.apply(this);
             }
         }
@@ -275,8 +271,13 @@ public record Recipe(
                 return "grpo";
             }
 
-            public <R> R match(java.util.function.Function<Sft, R> sft, java.util.function.Function<Dpo, R> dpo,
-                    java.util.function.Function<Grpo, R> grpo) {
+            /** The same objective generating {@code batch} completions of at most {@code length} tokens a round. */
+            public Grpo sized(Integer batch, int length) {
+                return new Grpo(numGenerations, batch, length, temperature, beta, epsilon, rewardFuncs, rewardWeights,
+                        scaleRewards, useVllm, lossType, epsilonHigh, delta, sampling, maskTruncatedCompletions, biasCorrectedKl);
+            }
+
+            public <R> R match(Function<Sft, R> sft, Function<Dpo, R> dpo, Function<Grpo, R> grpo) {
                 return grpo.apply(this);
             }
         }

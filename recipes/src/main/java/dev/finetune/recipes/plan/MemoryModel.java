@@ -90,7 +90,7 @@ public final class MemoryModel {
             this.offload = s.sharding() == Sharding.FSDP_OFFLOAD;
             this.trainable = p.trainable(s.adapter());
             List<Phase> ph = new ArrayList<>(List.of(Phase.LOAD, Phase.FORWARD_BACKWARD, Phase.OPTIMIZER_STEP));
-            if (s.objective() instanceof Objective.Grpo) {
+            if (s.objective() instanceof Recipe.Objective.Grpo) {
                 ph.add(Phase.GENERATION);
             }
             ph.add(Phase.SAVE);
@@ -134,8 +134,8 @@ public final class MemoryModel {
                 add("dequant_scratch", "largest NF4 linear dequantized for its matmul: " + count(largest) + " × "
                         + r.activation() + " B", largest * r.activation(), dequant);
             }
-            if (s.objective() instanceof Objective.Grpo g) {
-                kvCache(g);
+            if (s.objective() instanceof Recipe.Objective.Grpo) {
+                kvCache();
             }
             staging();
             runtime(all);
@@ -180,9 +180,7 @@ public final class MemoryModel {
         }
 
         private void reference(Set<Phase> phases) {
-            boolean needed = s.objective() instanceof Objective.Dpo
-                    || (s.objective() instanceof Objective.Grpo g && g.beta() > 0);
-            if (!needed) {
+            if (!s.reference()) {
                 return;
             }
             if (lora != null) {
@@ -223,7 +221,7 @@ public final class MemoryModel {
         }
 
         private void logits() {
-            long positions = s.objective() instanceof Objective.Grpo g
+            long positions = s.objective() instanceof Recipe.Objective.Grpo g
                     ? (long) s.microBatch() * g.maxCompletionLength()
                     : (long) s.sequencesPerMicroBatch() * s.trainedSequenceLength();
             double perLogit = bytesPerLogit(s.kernels(), r.activation());
@@ -267,9 +265,9 @@ public final class MemoryModel {
         }
 
         /** TRL generates the whole generation batch (by default micro × accumulation completions per device) at once. */
-        private void kvCache(Objective.Grpo g) {
-            long sequences = g.generationBatch() > 0 ? g.generationBatch() : (long) s.microBatch() * s.gradientAccumulation();
-            long length = g.maxPromptLength() + g.maxCompletionLength();
+        private void kvCache() {
+            long sequences = s.generationBatch();
+            long length = s.trainedSequenceLength();
             long perToken = 2L * c.numHiddenLayers() * c.numKeyValueHeads() * c.headDim() * r.activation();
             long sampling = sequences * c.vocabSize() * 4L;
             add("kv_cache", sequences + " sequences × " + length + " tokens × " + perToken + " B/token (K and V, "

@@ -131,12 +131,13 @@ public record MemoryPlan(MemoryEstimate estimate, List<Remedy> remedies) {
         },
         FSDP {
             Remedy apply(TrainingSetup s) {
-                if (!(s.hardware() instanceof Hardware.Gpus g) || s.sharding().shards()) {
+                Devices g = s.hardware();
+                if (g.onCpu() || s.sharding().shards()) {
                     return null;
                 }
                 MemoryEstimate last = null;
                 for (int n = 2; n <= MOST_GPUS; n *= 2) {
-                    Hardware.Gpus more = n <= 8 ? new Hardware.Gpus(n, 1, g.memoryPerGpu()) : new Hardware.Gpus(8, n / 8, g.memoryPerGpu());
+                    Devices more = n <= 8 ? Devices.gpus(n, 1, g.capacityPerDevice()) : Devices.gpus(8, n / 8, g.capacityPerDevice());
                     // The global batch stays: more ranks, proportionally less accumulation where it divides.
                     int accumulation = s.gradientAccumulation();
                     int oldRanks = s.ranks();

@@ -65,7 +65,7 @@ public final class PlanJson {
         o.addProperty("precision", key(e.setup().precision().name()));
         o.addProperty("optimizer", key(e.setup().optimizer().name()));
         o.addProperty("sharding", key(e.setup().sharding().name()));
-        o.addProperty("objective", e.setup().objective().label());
+        o.addProperty("objective", e.setup().objectiveLabel());
         o.addProperty("gradient_checkpointing", e.setup().gradientCheckpointing());
         o.addProperty("hardware", e.setup().hardware().label());
         JsonObject batch = new JsonObject();

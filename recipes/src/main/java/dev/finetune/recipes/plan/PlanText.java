@@ -20,7 +20,7 @@ public final class PlanText {
         out.append("           ").append(Bytes.count(p.total())).append(" params: embedding ").append(Bytes.count(p.embedding().numel()))
                 .append(", ").append(p.layers()).append(" layers × ").append(Bytes.count(p.perLayer()))
                 .append(p.head() == null ? ", head tied" : ", head " + Bytes.count(p.headParams())).append('\n');
-        out.append("training   ").append(adapter(s, p)).append(", ").append(s.objective().label()).append('\n');
+        out.append("training   ").append(adapter(s, p)).append(", ").append(s.objectiveLabel()).append('\n');
         out.append("precision  ").append(s.precision().label()).append("; ").append(s.optimizer().label()).append('\n');
         out.append("batch      micro ").append(s.microBatch()).append(" × ").append(s.ranks()).append(s.ranks() == 1 ? " rank" : " ranks")
                 .append(" × accumulation ").append(s.gradientAccumulation()).append(" = global ").append(s.globalBatch())

@@ -16,12 +16,12 @@ public final class RecipeSetup {
     private RecipeSetup() {}
 
     /**
-     * @param hardware from the command line, or {@link #hardware(Recipe.Hardware)} of the recipe
+     * @param hardware from the command line, or {@link Devices#of(Recipe.Hardware)} of the recipe
      * @param regime {@code null} to use what our trainers run for this recipe ({@link #regime})
      * @param micro / accumulation / generationBatch the resolved batch arithmetic (micro batch per rank, accumulation
      *     steps, GRPO completions per generation round or 0)
      */
-    public static TrainingSetup of(Recipe recipe, String modelName, ModelConfig model, Hardware hardware,
+    public static TrainingSetup of(Recipe recipe, String modelName, ModelConfig model, Devices hardware,
             PrecisionRegime regime, int micro, int accumulation, int generationBatch) {
         requireTargets(recipe.adapter(), model);
         Recipe.Training t = recipe.training();
@@ -29,12 +29,12 @@ public final class RecipeSetup {
                 || (recipe.distributed().fsdp() != null && recipe.distributed().fsdp().activationCheckpointing());
         return new TrainingSetup(modelName, model, recipe.adapter(),
                 regime != null ? regime : regime(recipe, hardware), t.optimizer() != null ? t.optimizer() : Recipe.Optimizer.ADAMW_TORCH, micro, accumulation,
-                t.sequenceLen(), checkpointing, objective(recipe.objective(), t.sequenceLen(), generationBatch),
+                t.sequenceLen(), checkpointing, objective(recipe.objective(), generationBatch),
                 sharding(recipe, hardware), hardware, runsInThisJvm(recipe, hardware) ? Kernels.singleDevice() : Kernels.ours());
     }
 
     /** Runs on the single-device DJL trainer rather than the torchrun worker (DESIGN.md §5 and §6). */
-    static boolean runsInThisJvm(Recipe recipe, Hardware hardware) {
+    static boolean runsInThisJvm(Recipe recipe, Devices hardware) {
         return recipe.backend() == Recipe.Backend.SINGLE || (recipe.backend() == Recipe.Backend.AUTO
                 && !recipe.distributed().sharded() && hardware.devices() <= 1);
     }
@@ -51,34 +51,20 @@ public final class RecipeSetup {
     }
 
     /**
-     * The recipe's {@code hardware:}; when absent, this machine's CPU, which is where a plain run would train.
-     */
-    public static Hardware hardware(Recipe.Hardware written) {
-        if (written instanceof Recipe.Hardware.Gpus g) {
-            if (g.gpuMemoryBytes() == null) {
-                throw new UserError("hardware.gpu_memory", "the plan needs the memory of one GPU",
-                        "add gpu_memory: 80GiB under hardware:, or pass --gpu-memory 80GiB");
-            }
-            return new Hardware.Gpus(g.perNode(), g.nodes(), g.gpuMemoryBytes());
-        }
-        return Hardware.thisMachine();
-    }
-
-    /**
      * What a recipe costs per parameter, read the way Axolotl runs it: fp32 throughout on CPU (our CPU trainer,
      * DESIGN.md §5); on GPU with bf16/fp16 the model is loaded in 16 bits, so a full fine-tune keeps gradients and
      * torch AdamW's moments in 16 bits too (pure bf16, 8 B/param, as HF Trainer and torchtune do), while LoRA adapters
      * are kept in fp32 by PEFT (16 B per adapter parameter, the mixed-precision row). {@code --precision} overrides.
      */
-    public static PrecisionRegime regime(Recipe recipe, Hardware hardware) {
-        if (!(hardware instanceof Hardware.Gpus) || !recipe.precision().sixteenBit(true)) {
+    public static PrecisionRegime regime(Recipe recipe, Devices hardware) {
+        if (hardware.onCpu() || !recipe.precision().sixteenBit(true)) {
             return PrecisionRegime.FP32;
         }
         return recipe.adapter() instanceof AdapterSpec.Lora ? PrecisionRegime.MIXED_FP32_MASTER : PrecisionRegime.BF16_PURE;
     }
 
     /** {@code fsdp_config} shards (with offload when asked); several devices without it replicate (DDP). */
-    public static Sharding sharding(Recipe recipe, Hardware hardware) {
+    public static Sharding sharding(Recipe recipe, Devices hardware) {
         if (recipe.backend() == Recipe.Backend.SINGLE || hardware.devices() == 1) {
             return Sharding.SINGLE;
         }
@@ -93,14 +79,10 @@ public final class RecipeSetup {
      * GRPO prompts are sized at {@code sequence_len} and completions at {@code trl.max_completion_length}: the plan
      * takes both at their limits, which is where the memory peak is.
      */
-    public static Objective objective(Recipe.Objective objective, int sequenceLen, int generationBatch) {
-        if (objective instanceof Recipe.Objective.Dpo) {
-            return new Objective.Dpo();
+    static Recipe.Objective objective(Recipe.Objective objective, int generationBatch) {
+        if (objective instanceof Recipe.Objective.Grpo g && g.generationBatchSize() == null) {
+            return g.sized(generationBatch, g.maxCompletionLength());
         }
-        if (objective instanceof Recipe.Objective.Grpo g) {
-            int batch = g.generationBatchSize() != null ? g.generationBatchSize() : generationBatch;
-            return new Objective.Grpo(g.numGenerations(), sequenceLen, g.maxCompletionLength(), g.beta(), batch);
-        }
-        return new Objective.Sft();
+        return objective;
     }
 }

@@ -36,7 +36,7 @@ public record RunPlan(MemoryPlan memory, TimeModel.Estimate time, String noTime)
      * @param regime {@code null} for what our trainers run
      * @param cpu {@code null} to skip the time estimate on CPU
      */
-    public static RunPlan of(ValidatedRecipe validated, Path recipeDir, Path modelConfig, Hardware hardware,
+    public static RunPlan of(ValidatedRecipe validated, Path recipeDir, Path modelConfig, Devices hardware,
             PrecisionRegime regime, CpuRate cpu) {
         Recipe r = validated.recipe();
         String base = r.model().baseModelConfig() != null ? r.model().baseModelConfig() : r.model().baseModel();
@@ -54,7 +54,7 @@ public record RunPlan(MemoryPlan memory, TimeModel.Estimate time, String noTime)
                 : maxSteps != null && maxSteps > 0 ? Long.valueOf(maxSteps) : null;
         Recipe.Hardware.Throughput given = r.hardware().throughput();
         ComputeDevice device;
-        if (hardware instanceof Hardware.Cpu) {
+        if (hardware.onCpu()) {
             if (cpu == null) {
                 return new RunPlan(memory, null, "time: not estimated (no engine to measure this CPU's matrix-multiply rate)");
             }

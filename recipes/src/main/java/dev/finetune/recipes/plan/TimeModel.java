@@ -1,6 +1,7 @@
 package dev.finetune.recipes.plan;
 
 import dev.finetune.recipes.AdapterSpec;
+import dev.finetune.recipes.Recipe;
 import dev.finetune.recipes.model.ModelConfig;
 import dev.finetune.recipes.model.ModelParameters;
 import dev.finetune.recipes.model.ModelParameters.Tensor;
@@ -158,7 +159,7 @@ public final class TimeModel {
             total += recompute;
             terms.add(si(recompute) + "FLOP recomputed layers (checkpointing)");
         }
-        boolean reference = s.objective() instanceof Objective.Dpo || (s.objective() instanceof Objective.Grpo g && g.beta() > 0);
+        boolean reference = s.reference();
         if (reference) {
             double ref = 2 * n + attention;
             total += ref;
@@ -180,9 +181,9 @@ public final class TimeModel {
             seconds += overhead.seconds(device);
         }
         double generation = 0;
-        if (s.objective() instanceof Objective.Grpo g) {
-            long sequences = g.generationBatch() > 0 ? g.generationBatch() : (long) s.microBatch() * s.gradientAccumulation();
-            double compute = sequences * (double) (g.maxPromptLength() + g.maxCompletionLength()) * flops.forward()
+        if (s.objective() instanceof Recipe.Objective.Grpo g) {
+            long sequences = s.generationBatch();
+            double compute = sequences * (double) s.trainedSequenceLength() * flops.forward()
                     / device.effectiveFlops();
             double weightBytes = (double) s.model().parameters().total() * s.precision().frozenWeight() / (s.sharding().shards() ? s.ranks() : 1);
             double reads = device.bandwidth() > 0 ? g.maxCompletionLength() * weightBytes / device.bandwidth() : 0;

@@ -10,7 +10,8 @@ import dev.finetune.recipes.model.ModelConfig;
  *
  * @param modelName how the plan names the model (hub name or directory)
  * @param microBatch sequences per device per forward pass (for DPO: pairs; for GRPO: completions)
- * @param sequenceLength tokens per sequence (SFT and DPO; GRPO uses its prompt and completion lengths)
+ * @param sequenceLength tokens per sequence (SFT and DPO); GRPO's prompt, beside its {@code maxCompletionLength}
+ * @param objective the recipe's; a GRPO one with its generation batch resolved ({@code null}: micro × accumulation)
  * @param sharding {@link Sharding#SINGLE} uses one device whatever the hardware offers
  */
 public record TrainingSetup(
@@ -23,9 +24,9 @@ public record TrainingSetup(
         int gradientAccumulation,
         int sequenceLength,
         boolean gradientCheckpointing,
-        Objective objective,
+        Recipe.Objective objective,
         Sharding sharding,
-        Hardware hardware,
+        Devices hardware,
         Kernels kernels) {
 
     public TrainingSetup {
@@ -33,7 +34,7 @@ public record TrainingSetup(
             throw new UserError("plan", "micro batch, accumulation and sequence length must be positive (got " + microBatch
                     + ", " + gradientAccumulation + ", " + sequenceLength + ")", "fix micro_batch_size / sequence_len");
         }
-        if (hardware instanceof Hardware.Cpu && sharding != Sharding.SINGLE) {
+        if (hardware.onCpu() && sharding != Sharding.SINGLE) {
             throw new UserError("plan", "CPU runs use one device, not " + sharding.label(), "drop --cpu or the sharding");
         }
     }
@@ -48,17 +49,33 @@ public record TrainingSetup(
     }
 
     public boolean onCpu() {
-        return hardware instanceof Hardware.Cpu;
+        return hardware.onCpu();
     }
 
     /** Tokens of one sequence the model is trained on. */
     public int trainedSequenceLength() {
-        return objective instanceof Objective.Grpo g ? g.maxPromptLength() + g.maxCompletionLength() : sequenceLength;
+        return objective instanceof Recipe.Objective.Grpo g ? sequenceLength + g.maxCompletionLength() : sequenceLength;
     }
 
     /** Sequences in one forward pass: DPO runs the chosen and the rejected answer of each pair. */
     public int sequencesPerMicroBatch() {
-        return objective instanceof Objective.Dpo ? 2 * microBatch : microBatch;
+        return objective instanceof Recipe.Objective.Dpo ? 2 * microBatch : microBatch;
+    }
+
+    /** DPO, and GRPO with a KL term, evaluate a reference policy besides the trained one. */
+    public boolean reference() {
+        return objective instanceof Recipe.Objective.Dpo || (objective instanceof Recipe.Objective.Grpo g && g.beta() > 0);
+    }
+
+    /** GRPO: completions generated in one round; TRL's default is micro × accumulation. */
+    public long generationBatch() {
+        Integer given = objective instanceof Recipe.Objective.Grpo g ? g.generationBatchSize() : null;
+        return given != null && given > 0 ? given : (long) microBatch * gradientAccumulation;
+    }
+
+    public String objectiveLabel() {
+        return objective.match(sft -> "SFT", dpo -> "DPO", g -> "GRPO (" + g.numGenerations() + " generations, prompt ≤ "
+                + sequenceLength + ", completion ≤ " + g.maxCompletionLength() + ")");
     }
 
     public TrainingSetup withMicroBatch(int micro, int accumulation) {
@@ -76,19 +93,20 @@ public record TrainingSetup(
                 sequenceLength, gradientCheckpointing, objective, sharding, hardware, kernels);
     }
 
-    public TrainingSetup withSharding(Sharding newSharding, Hardware newHardware) {
+    public TrainingSetup withSharding(Sharding newSharding, Devices newHardware) {
         return new TrainingSetup(modelName, model, adapter, precision, optimizer, microBatch, gradientAccumulation,
                 sequenceLength, gradientCheckpointing, objective, newSharding, newHardware, kernels);
     }
 
     public TrainingSetup withSequenceLength(int length) {
-        Objective shorter = objective;
-        if (objective instanceof Objective.Grpo g) {
+        Recipe.Objective shorter = objective;
+        int prompt = length;
+        if (objective instanceof Recipe.Objective.Grpo g) {
             // Keep the prompt/completion split, scaled to the new total.
-            int prompt = Math.max(1, (int) ((long) g.maxPromptLength() * length / trainedSequenceLength()));
-            shorter = new Objective.Grpo(g.numGenerations(), prompt, Math.max(1, length - prompt), g.beta(), g.generationBatch());
+            prompt = Math.max(1, (int) ((long) sequenceLength * length / trainedSequenceLength()));
+            shorter = g.sized(g.generationBatchSize(), Math.max(1, length - prompt));
         }
         return new TrainingSetup(modelName, model, adapter, precision, optimizer, microBatch, gradientAccumulation,
-                length, gradientCheckpointing, shorter, sharding, hardware, kernels);
+                prompt, gradientCheckpointing, shorter, sharding, hardware, kernels);
     }
 }

@@ -28,10 +28,10 @@ class MemoryModelTest {
     static final AdapterSpec.Lora LORA = new AdapterSpec.Lora(16, 32, 0, List.of(), true, false, null);
     static final AdapterSpec.Lora QLORA = new AdapterSpec.Lora(16, 32, 0, List.of(), true, false, new AdapterSpec.Nf4(64, true));
 
-    static TrainingSetup setup(ModelConfig model, AdapterSpec adapter, PrecisionRegime regime, Objective objective,
+    static TrainingSetup setup(ModelConfig model, AdapterSpec adapter, PrecisionRegime regime, Recipe.Objective objective,
             Sharding sharding, int gpus) {
         return new TrainingSetup("test", model, adapter, regime, Recipe.Optimizer.ADAMW_TORCH, 2, 4, 2048, true, objective, sharding,
-                new Hardware.Gpus(gpus, 1, 80 * GIB), Kernels.ours());
+                Devices.gpus(gpus, 1, 80 * GIB), Kernels.ours());
     }
 
     static long staticBytes(MemoryEstimate e) {
@@ -44,23 +44,23 @@ class MemoryModelTest {
     void mixedPrecisionStateIsSixteenBytesPerParameterAsInZero() {
         long p = LLAMA2_7B.parameterCount();
         MemoryEstimate ddp = MemoryModel.estimate(setup(LLAMA2_7B, new AdapterSpec.Full(), PrecisionRegime.MIXED_FP32_MASTER,
-                new Objective.Sft(), Sharding.DDP, 8));
+                new Recipe.Objective.Sft(), Sharding.DDP, 8));
         assertEquals(16 * p, staticBytes(ddp));
         MemoryEstimate sharded = MemoryModel.estimate(setup(LLAMA2_7B, new AdapterSpec.Full(), PrecisionRegime.MIXED_FP32_MASTER,
-                new Objective.Sft(), Sharding.FSDP_FULL_SHARD, 8));
+                new Recipe.Objective.Sft(), Sharding.FSDP_FULL_SHARD, 8));
         assertEquals(16 * p / 8.0, staticBytes(sharded), 4);
         MemoryEstimate pure = MemoryModel.estimate(setup(LLAMA2_7B, new AdapterSpec.Full(), PrecisionRegime.BF16_PURE,
-                new Objective.Sft(), Sharding.SINGLE, 1));
+                new Recipe.Objective.Sft(), Sharding.SINGLE, 1));
         assertEquals(8 * p, staticBytes(pure));
         MemoryEstimate fp32 = MemoryModel.estimate(setup(LLAMA2_7B, new AdapterSpec.Full(), PrecisionRegime.FP32,
-                new Objective.Sft(), Sharding.SINGLE, 1));
+                new Recipe.Objective.Sft(), Sharding.SINGLE, 1));
         assertEquals(16 * p, staticBytes(fp32));
     }
 
     /** research/memory-anchors.md §2.3: NF4 is 4.5 bits without, 4.127 bits with double quantization; embedding/head stay 16-bit. */
     @Test
     void qloraQuantizesOnlyDecoderLinears() {
-        MemoryEstimate dq = MemoryModel.estimate(setup(LLAMA_8B, QLORA, PrecisionRegime.BF16_PURE, new Objective.Sft(), Sharding.SINGLE, 1));
+        MemoryEstimate dq = MemoryModel.estimate(setup(LLAMA_8B, QLORA, PrecisionRegime.BF16_PURE, new Recipe.Objective.Sft(), Sharding.SINGLE, 1));
         long quantized = LLAMA_8B.parameters().quantizable();
         assertEquals(6_979_321_856L, quantized);
         assertEquals(2 * (LLAMA_8B.parameterCount() - quantized), dq.term("weights").in(Phase.LOAD));
@@ -69,7 +69,7 @@ class MemoryModelTest {
         assertEquals(3.35, dq.term("weights_nf4").in(Phase.LOAD) / (double) GIB, 0.01);
         // Double quantization saves 0.373 bit per quantized parameter.
         AdapterSpec.Lora plainNf4 = new AdapterSpec.Lora(16, 32, 0, List.of(), true, false, new AdapterSpec.Nf4(64, false));
-        MemoryEstimate nodq = MemoryModel.estimate(setup(LLAMA_8B, plainNf4, PrecisionRegime.BF16_PURE, new Objective.Sft(), Sharding.SINGLE, 1));
+        MemoryEstimate nodq = MemoryModel.estimate(setup(LLAMA_8B, plainNf4, PrecisionRegime.BF16_PURE, new Recipe.Objective.Sft(), Sharding.SINGLE, 1));
         double saved = nodq.term("weights_nf4").in(Phase.LOAD) - dq.term("weights_nf4").in(Phase.LOAD);
         assertEquals(0.373, saved * 8 / quantized, 0.001);
     }
@@ -120,13 +120,13 @@ class MemoryModelTest {
     @Test
     void thePlanNamesTheModulesTheTargetsMatched() {
         AdapterSpec.Lora qv = new AdapterSpec.Lora(16, 32, 0, List.of("q_proj", "self_attn.v_proj", "lm_head"), false, false, null);
-        String text = PlanText.render(MemoryPlan.of(setup(LLAMA_8B, qv, PrecisionRegime.BF16_PURE, new Objective.Sft(), Sharding.SINGLE, 1)));
+        String text = PlanText.render(MemoryPlan.of(setup(LLAMA_8B, qv, PrecisionRegime.BF16_PURE, new Recipe.Objective.Sft(), Sharding.SINGLE, 1)));
         assertTrue(text.contains("LoRA r=16 on q_proj, v_proj, lm_head (2 per layer + lm_head)"), text);
     }
 
     @Test
     void checkpointingKeepsOnlyLayerInputsPlusOneLayer() {
-        TrainingSetup on = setup(LLAMA_8B, LORA, PrecisionRegime.BF16_PURE, new Objective.Sft(), Sharding.SINGLE, 1);
+        TrainingSetup on = setup(LLAMA_8B, LORA, PrecisionRegime.BF16_PURE, new Recipe.Objective.Sft(), Sharding.SINGLE, 1);
         long tokens = 2L * 2048;
         long perLayer = LayerActivations.bytesPerToken(LLAMA_8B, Kernels.Layers.EAGER, 2, LORA, false);
         long finalNorm = 6L * 4096;
@@ -138,13 +138,13 @@ class MemoryModelTest {
 
     @Test
     void dpoDoublesTheSequencesAndNeedsAReferenceOnlyForFullFineTuning() {
-        MemoryEstimate sft = MemoryModel.estimate(setup(LLAMA_8B, LORA, PrecisionRegime.BF16_PURE, new Objective.Sft(), Sharding.SINGLE, 1));
-        MemoryEstimate dpo = MemoryModel.estimate(setup(LLAMA_8B, LORA, PrecisionRegime.BF16_PURE, new Objective.Dpo(), Sharding.SINGLE, 1));
+        MemoryEstimate sft = MemoryModel.estimate(setup(LLAMA_8B, LORA, PrecisionRegime.BF16_PURE, new Recipe.Objective.Sft(), Sharding.SINGLE, 1));
+        MemoryEstimate dpo = MemoryModel.estimate(setup(LLAMA_8B, LORA, PrecisionRegime.BF16_PURE, RecipeSetupTest.dpo(), Sharding.SINGLE, 1));
         assertEquals(2 * sft.term("logits").in(Phase.FORWARD_BACKWARD), dpo.term("logits").in(Phase.FORWARD_BACKWARD), 1);
         assertEquals(0, dpo.term("reference").max());
         assertTrue(dpo.term("reference").how().contains("adapter disabled"));
         MemoryEstimate fullDpo = MemoryModel.estimate(setup(LLAMA_8B, new AdapterSpec.Full(), PrecisionRegime.BF16_PURE,
-                new Objective.Dpo(), Sharding.FSDP_FULL_SHARD, 8));
+                RecipeSetupTest.dpo(), Sharding.FSDP_FULL_SHARD, 8));
         assertEquals(LLAMA_8B.parameterCount() * 2 / 8.0, fullDpo.term("reference").in(Phase.LOAD), 1);
         assertEquals(null, sft.term("reference"));
     }
@@ -159,15 +159,17 @@ class MemoryModelTest {
         assertEquals(4 + (4 + 2) / 8.0, MemoryModel.bytesPerLogit(new Kernels(Kernels.Layers.EAGER, Kernels.Loss.CHUNKED), 2), 1e-12);
         assertEquals(2 + 4 + 2, MemoryModel.bytesPerLogit(new Kernels(Kernels.Layers.FUSED, Kernels.Loss.FULL), 2), 1e-12);
         TrainingSetup compiled = new TrainingSetup("test", LLAMA_8B, QLORA, PrecisionRegime.BF16_PURE, Recipe.Optimizer.ADAMW_TORCH, 2, 1,
-                2048, true, new Objective.Sft(), Sharding.SINGLE, new Hardware.Gpus(1, 1, 24 * GIB),
+                2048, true, new Recipe.Objective.Sft(), Sharding.SINGLE, Devices.gpus(1, 1, 24 * GIB),
                 new Kernels(Kernels.Layers.FUSED, Kernels.Loss.CHUNKED));
         assertEquals(Math.round(4096L * 128256 * 2.25), MemoryModel.estimate(compiled).term("logits").in(Phase.FORWARD_BACKWARD));
     }
 
     @Test
     void grpoAddsAGenerationPhaseWithAKvCache() {
-        Objective.Grpo grpo = new Objective.Grpo(8, 512, 1024, 0.04, 0);
-        MemoryEstimate e = MemoryModel.estimate(setup(LLAMA_8B, LORA, PrecisionRegime.BF16_PURE, grpo, Sharding.SINGLE, 1));
+        // Prompts of 512 tokens (the setup's sequence length), completions of up to 1024.
+        TrainingSetup grpo = new TrainingSetup("test", LLAMA_8B, LORA, PrecisionRegime.BF16_PURE, Recipe.Optimizer.ADAMW_TORCH, 2, 4, 512,
+                true, RecipeSetupTest.grpo(8, 1024, 0.04), Sharding.SINGLE, Devices.gpus(1, 1, 80 * GIB), Kernels.ours());
+        MemoryEstimate e = MemoryModel.estimate(grpo);
         assertTrue(e.phases().contains(Phase.GENERATION));
         long sequences = 2L * 4;
         long cache = sequences * (512 + 1024) * 2L * 32 * 8 * 128 * 2;
@@ -181,9 +183,9 @@ class MemoryModelTest {
     @Test
     void eightBitAdamKeepsSmallTensorsIn32Bits() {
         TrainingSetup adamw = new TrainingSetup("test", LLAMA_3B, new AdapterSpec.Full(), PrecisionRegime.BF16_PURE,
-                Recipe.Optimizer.ADAMW_TORCH, 1, 1, 512, true, new Objective.Sft(), Sharding.SINGLE, new Hardware.Gpus(1, 1, 80 * GIB), Kernels.ours());
+                Recipe.Optimizer.ADAMW_TORCH, 1, 1, 512, true, new Recipe.Objective.Sft(), Sharding.SINGLE, Devices.gpus(1, 1, 80 * GIB), Kernels.ours());
         TrainingSetup eightBit = new TrainingSetup("test", LLAMA_3B, new AdapterSpec.Full(), PrecisionRegime.BF16_PURE,
-                Recipe.Optimizer.ADAMW_BNB_8BIT, 1, 1, 512, true, new Objective.Sft(), Sharding.SINGLE, new Hardware.Gpus(1, 1, 80 * GIB), Kernels.ours());
+                Recipe.Optimizer.ADAMW_BNB_8BIT, 1, 1, 512, true, new Recipe.Objective.Sft(), Sharding.SINGLE, Devices.gpus(1, 1, 80 * GIB), Kernels.ours());
         long p = LLAMA_3B.parameterCount();
         long small = LLAMA_3B.parameters().inSmallTensors(4096);
         assertEquals((28 * 2 + 1) * 3072L, small, "the RMSNorm vectors of 3072 values are under min_8bit_size");
@@ -195,19 +197,19 @@ class MemoryModelTest {
     @Test
     void cpuRunsCountTheMappedCheckpointAndTheRuntime() {
         TrainingSetup cpu = new TrainingSetup("test", LLAMA_3B, LORA, PrecisionRegime.FP32, Recipe.Optimizer.ADAMW_TORCH, 1, 1, 512, false,
-                new Objective.Sft(), Sharding.SINGLE, new Hardware.Cpu(16 * GIB), Kernels.ours());
+                new Recipe.Objective.Sft(), Sharding.SINGLE, Devices.cpu(16 * GIB), Kernels.ours());
         MemoryEstimate e = MemoryModel.estimate(cpu);
         assertEquals(4 * LLAMA_3B.parameterCount(), e.term("weights").in(Phase.LOAD));
         assertEquals(2 * LLAMA_3B.parameterCount(), e.term("load_staging").in(Phase.LOAD));
         assertEquals(MemoryModel.JVM_AND_LIBTORCH, e.term("runtime").in(Phase.LOAD));
         assertEquals(null, e.term("cuda_context"));
         assertEquals(16 * GIB, e.capacityBytes());
-        assertThrows(UserError.class, () -> cpu.withSharding(Sharding.DDP, new Hardware.Cpu(GIB)));
+        assertThrows(UserError.class, () -> cpu.withSharding(Sharding.DDP, Devices.cpu(GIB)));
     }
 
     @Test
     void jsonCarriesTheRequiredKeys() {
-        MemoryPlan plan = MemoryPlan.of(setup(LLAMA_8B, new AdapterSpec.Full(), PrecisionRegime.BF16_PURE, new Objective.Sft(), Sharding.SINGLE, 1)
+        MemoryPlan plan = MemoryPlan.of(setup(LLAMA_8B, new AdapterSpec.Full(), PrecisionRegime.BF16_PURE, new Recipe.Objective.Sft(), Sharding.SINGLE, 1)
                 .withCheckpointing(false));
         JsonObject o = JsonParser.parseString(PlanJson.render(plan)).getAsJsonObject();
         assertEquals(plan.estimate().peakBytes(), o.get("peak_bytes").getAsLong());
@@ -227,7 +229,7 @@ class MemoryModelTest {
     void remediesAreRankedByCostAndEachFits() {
         // 8B LoRA, long sequences, no checkpointing, on a 24 GiB card: micro batch and checkpointing both help.
         TrainingSetup big = new TrainingSetup("test", LLAMA_8B, LORA, PrecisionRegime.BF16_PURE, Recipe.Optimizer.ADAMW_TORCH, 4, 1, 4096,
-                false, new Objective.Sft(), Sharding.SINGLE, new Hardware.Gpus(1, 1, 24 * GIB), Kernels.ours());
+                false, new Recipe.Objective.Sft(), Sharding.SINGLE, Devices.gpus(1, 1, 24 * GIB), Kernels.ours());
         MemoryPlan plan = MemoryPlan.of(big);
         assertFalse(plan.estimate().fits());
         List<String> changes = plan.remedies().stream().map(Remedy::change).toList();
@@ -254,7 +256,7 @@ class MemoryModelTest {
         assertThrows(UserError.class, () -> MemorySize.parse("80 parsecs", "gpu_memory"));
         Path meminfo = dir.resolve("meminfo");
         Files.writeString(meminfo, "MemTotal:       16315060 kB\nMemFree:         1000 kB\n");
-        assertEquals(16315060L * 1024, Hardware.memTotal(meminfo));
-        assertTrue(Hardware.thisMachine().ram() > 0);
+        assertEquals(16315060L * 1024, Devices.memTotal(meminfo));
+        assertTrue(Devices.thisMachine().capacityPerDevice() > 0);
     }
 }

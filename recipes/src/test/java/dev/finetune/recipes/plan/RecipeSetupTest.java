@@ -17,8 +17,20 @@ import org.junit.jupiter.api.Test;
 class RecipeSetupTest {
 
     static final ModelConfig LLAMA_8B = KnownModels.lookup("meta-llama/Llama-3.1-8B").orElseThrow();
-    static final Hardware.Gpus ONE_24 = new Hardware.Gpus(1, 1, 24L << 30);
-    static final Hardware.Gpus EIGHT_80 = new Hardware.Gpus(8, 1, 80L << 30);
+    static final Devices ONE_24 = Devices.gpus(1, 1, 24L << 30);
+    static final Devices EIGHT_80 = Devices.gpus(8, 1, 80L << 30);
+
+    /** A GRPO objective with TRL's other defaults; the plan reads only these three numbers of it. */
+    static Recipe.Objective.Grpo grpo(int generations, int maxCompletionLength, double beta) {
+        return new Recipe.Objective.Grpo(generations, null, maxCompletionLength, 1.0, beta, 0.2,
+                List.of(new RewardSpec.ExactMatch("exact_match", "answer", false)), List.of(1.0),
+                dev.finetune.recipes.ScaleRewards.GROUP, false, dev.finetune.recipes.GrpoLossType.DAPO, 0.2, null,
+                Recipe.Objective.Sampling.NONE, false, true);
+    }
+
+    static Recipe.Objective.Dpo dpo() {
+        return new Recipe.Objective.Dpo(0.1, 0, false, dev.finetune.recipes.DpoLossType.SIGMOID);
+    }
 
     static Recipe recipe(AdapterSpec adapter, Recipe.Flag bf16, Recipe.Optimizer optimizer, boolean checkpointing,
             Recipe.Objective objective, Recipe.Fsdp fsdp, Recipe.Hardware hardware) {
@@ -43,7 +55,7 @@ class RecipeSetupTest {
     void qloraOnOneGpuIsMixedPrecisionOnOneDevice() {
         Recipe r = recipe(QLORA, Recipe.Flag.TRUE, Recipe.Optimizer.PAGED_ADAMW_8BIT, true, new Recipe.Objective.Sft(), null,
                 new Recipe.Hardware.Gpus(1, 1, 24L << 30));
-        TrainingSetup s = RecipeSetup.of(r, "llama", LLAMA_8B, RecipeSetup.hardware(r.hardware()), null, 2, 4, 0);
+        TrainingSetup s = RecipeSetup.of(r, "llama", LLAMA_8B, Devices.of(r.hardware()), null, 2, 4, 0);
         assertEquals(PrecisionRegime.MIXED_FP32_MASTER, s.precision());
         assertEquals(Recipe.Optimizer.PAGED_ADAMW_8BIT, s.optimizer());
         assertEquals(Sharding.SINGLE, s.sharding());
@@ -76,8 +88,8 @@ class RecipeSetupTest {
     void cpuIsFp32AndRegimeCanBeChosen() {
         Recipe r = recipe(QLORA, Recipe.Flag.AUTO, Recipe.Optimizer.ADAMW_TORCH, false, new Recipe.Objective.Sft(), null,
                 new Recipe.Hardware.Cpu());
-        Hardware cpu = RecipeSetup.hardware(r.hardware());
-        assertTrue(cpu instanceof Hardware.Cpu);
+        Devices cpu = Devices.of(r.hardware());
+        assertTrue(cpu.onCpu());
         assertEquals(PrecisionRegime.FP32, RecipeSetup.of(r, "llama", LLAMA_8B, cpu, null, 1, 1, 0).precision());
         Recipe bf16 = recipe(QLORA, Recipe.Flag.TRUE, Recipe.Optimizer.ADAMW_TORCH, false, new Recipe.Objective.Sft(), null,
                 new Recipe.Hardware.Cpu());
@@ -90,16 +102,18 @@ class RecipeSetupTest {
 
     @Test
     void grpoAndDpoCarryTheirShapes() {
-        Recipe.Objective grpo = new Recipe.Objective.Grpo(8, null, 1024, 1.0, 0.04, 0.2, List.of(new RewardSpec.ExactMatch("exact_match", "answer", false)), List.of(1.0), dev.finetune.recipes.ScaleRewards.GROUP, false,
-                dev.finetune.recipes.GrpoLossType.DAPO, 0.2, null, Recipe.Objective.Sampling.NONE, false, true);
+        Recipe.Objective.Grpo grpo = grpo(8, 1024, 0.04);
         Recipe r = recipe(QLORA, Recipe.Flag.TRUE, null, true, grpo, null, new Recipe.Hardware.Unspecified());
         TrainingSetup s = RecipeSetup.of(r, "llama", LLAMA_8B, ONE_24, null, 2, 4, 8);
-        Objective.Grpo g = (Objective.Grpo) s.objective();
-        assertEquals(new Objective.Grpo(8, 2048, 1024, 0.04, 8), g);
+        assertEquals(grpo.sized(8, 1024), s.objective(), "the generation batch resolved from the batch plan");
+        assertEquals(8, s.generationBatch());
+        assertEquals(2048 + 1024, s.trainedSequenceLength(), "prompts at sequence_len, completions at their limit");
+        assertEquals("GRPO (8 generations, prompt ≤ 2048, completion ≤ 1024)", s.objectiveLabel());
         assertTrue(MemoryModel.estimate(s).term("kv_cache").in(Phase.GENERATION) > 0);
-        Recipe dpo = recipe(QLORA, Recipe.Flag.TRUE, null, true, new Recipe.Objective.Dpo(0.1, 0, false, dev.finetune.recipes.DpoLossType.SIGMOID), null,
-                new Recipe.Hardware.Unspecified());
-        assertEquals(new Objective.Dpo(), RecipeSetup.of(dpo, "llama", LLAMA_8B, ONE_24, null, 2, 4, 0).objective());
+        Recipe dpo = recipe(QLORA, Recipe.Flag.TRUE, null, true, dpo(), null, new Recipe.Hardware.Unspecified());
+        TrainingSetup d = RecipeSetup.of(dpo, "llama", LLAMA_8B, ONE_24, null, 2, 4, 0);
+        assertEquals(dpo(), d.objective());
+        assertEquals(4, d.sequencesPerMicroBatch(), "a chosen and a rejected sequence per pair");
     }
 
     @Test
@@ -113,7 +127,7 @@ class RecipeSetupTest {
 
     @Test
     void gpusWithoutMemoryAskForIt() {
-        UserError e = assertThrows(UserError.class, () -> RecipeSetup.hardware(new Recipe.Hardware.Gpus(8, 1, null)));
+        UserError e = assertThrows(UserError.class, () -> Devices.of(new Recipe.Hardware.Gpus(8, 1, null)));
         assertTrue(e.oneLine().contains("--gpu-memory"), e.oneLine());
     }
 }

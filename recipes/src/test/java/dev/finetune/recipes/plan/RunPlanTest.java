@@ -23,7 +23,7 @@ class RunPlanTest {
         Path file = dir.resolve("r.yaml");
         Files.writeString(file, yaml);
         ValidatedRecipe v = ValidatedRecipe.load(file, List.of());
-        return RunPlan.of(v, dir, null, RecipeSetup.hardware(v.recipe().hardware()), null, null);
+        return RunPlan.of(v, dir, null, Devices.of(v.recipe().hardware()), null, null);
     }
 
     /**
@@ -223,7 +223,7 @@ class RunPlanTest {
                 return 10e-6;
             }
         };
-        RunPlan run = RunPlan.of(v, dir, null, RecipeSetup.hardware(v.recipe().hardware()), null, rates);
+        RunPlan run = RunPlan.of(v, dir, null, Devices.of(v.recipe().hardware()), null, rates);
         CpuOverhead overhead = run.time().overhead();
         assertEquals(600 + 15 * 70, overhead.calls());
         double scores = 14.0 * 5 * 4 * 8 * 256 * 256 * 4;

@@ -22,8 +22,8 @@ class SeedExampleTest {
 
     static TrainingSetup setup(int gpus, Sharding sharding, boolean checkpointing) {
         return new TrainingSetup("meta-llama/Llama-2-7b-hf", LLAMA_7B, new AdapterSpec.Full(), PrecisionRegime.BF16_FP32_MOMENTS,
-                Recipe.Optimizer.ADAMW_TORCH, 4, 1, 2048, checkpointing, new Objective.Sft(), sharding,
-                new Hardware.Gpus(gpus, 1, 80 * GIB), Kernels.ours());
+                Recipe.Optimizer.ADAMW_TORCH, 4, 1, 2048, checkpointing, new Recipe.Objective.Sft(), sharding,
+                Devices.gpus(gpus, 1, 80 * GIB), Kernels.ours());
     }
 
     @Test

@@ -50,7 +50,7 @@ class ShippedConfigsPlanTest {
     }
 
     /** The recipe's hardware; a recipe without one is the CPU quickstart, planned against a 16 GiB laptop. */
-    private static Hardware hardwareOf(Recipe r) {
-        return r.hardware() instanceof Recipe.Hardware.Gpus ? RecipeSetup.hardware(r.hardware()) : new Hardware.Cpu(16L << 30);
+    private static Devices hardwareOf(Recipe r) {
+        return r.hardware() instanceof Recipe.Hardware.Gpus ? Devices.of(r.hardware()) : Devices.cpu(16L << 30);
     }
 }
