@@ -44,10 +44,10 @@ final class DataSection {
         }
         String prepared = top.string("dataset_prepared_path", null);
         boolean trainOnInputs = top.bool("train_on_inputs");
-        String excess = top.choice("excess_length_strategy", List.of("drop", "truncate", "raise"));
+        Recipe.ExcessLength excess = top.choice("excess_length_strategy", Recipe.ExcessLength.class);
         boolean skipInvalidRows = top.bool("dataset_skip_invalid_rows");
         return new Recipe.Data(datasets == null ? List.of() : datasets, tests == null ? List.of() : tests, valSetSize,
-                prepared, trainOnInputs, Recipe.ExcessLength.valueOf(excess.toUpperCase(java.util.Locale.ROOT)), skipInvalidRows);
+                prepared, trainOnInputs, excess, skipInvalidRows);
     }
 
     List<DatasetSpec> datasets(KeyReader top, String key, Recipe.Objective objective) {
@@ -117,8 +117,8 @@ final class DataSection {
         }
         r.mapping("roles");
         List<String> rolesToTrain = r.strings("roles_to_train", false);
-        String trainOnEos = r.choice("train_on_eos", null, List.of("all", "turn", "last", "none"));
-        r.choice("train_on_eot", null, List.of("all", "turn", "last", "none"));
+        TrainOnEos trainOnEos = r.choice("train_on_eos", null, TrainOnEos.class);
+        r.choice("train_on_eot", null, TrainOnEos.class);
         String chatTemplate = r.string("chat_template", null);
         r.string("chat_template_jinja", null);
         r.bool("drop_system_message");

@@ -14,7 +14,7 @@ import java.util.Map;
  * @param fieldMessages {@code chat_template}: the list field (default {@code messages})
  * @param messagePropertyMappings {@code chat_template}: our name → dataset name, e.g. {@code role → from}
  * @param rolesToTrain {@code chat_template}: roles whose tokens carry loss (default {@code [assistant]})
- * @param trainOnEos {@code chat_template}: {@code turn}, {@code last}, {@code all} or {@code none}
+ * @param trainOnEos {@code chat_template}: which end-of-turn tokens carry loss, {@code null} for Axolotl's turn
  * @param chatTemplate per-dataset template name overriding the recipe's {@code chat_template}, or {@code null}
  * @param where the recipe location of this entry ({@code recipe.yaml:12:5}) for error messages
  * @param remote a hub dataset id or URL as written, or {@code null} when {@code path} is local
@@ -29,7 +29,7 @@ public record DatasetSpec(
         String fieldMessages,
         Map<String, String> messagePropertyMappings,
         List<String> rolesToTrain,
-        String trainOnEos,
+        TrainOnEos trainOnEos,
         String chatTemplate,
         String where,
         String remote,

@@ -11,6 +11,7 @@ import java.util.ArrayList;
 import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
 import java.util.Set;
 
@@ -151,6 +152,25 @@ final class KeyReader {
     /** One of {@code choices}, or the table's default. */
     String choice(String key, List<String> choices) {
         return choice(key, tableDefault(key), choices);
+    }
+
+    /** One of the enum's values, spelled as in {@link #spellings}, or the table's default. */
+    <E extends Enum<E>> E choice(String key, Class<E> type) {
+        return choice(key, Enum.valueOf(type, tableDefault(key).toUpperCase(Locale.ROOT)), type);
+    }
+
+    /**
+     * One of the enum's values, spelled as in {@link #spellings}: the enum is the one list of what a recipe may write
+     * (recipe-keys.tsv's doc line is checked against it by a test).
+     */
+    <E extends Enum<E>> E choice(String key, E fallback, Class<E> type) {
+        String v = choice(key, null, spellings(type));
+        return v == null ? fallback : Enum.valueOf(type, v.toUpperCase(Locale.ROOT));
+    }
+
+    /** How a recipe writes an enum's values: the constant's name in lower case ({@code DROP} → {@code drop}). */
+    static <E extends Enum<E>> List<String> spellings(Class<E> type) {
+        return java.util.Arrays.stream(type.getEnumConstants()).map(e -> e.name().toLowerCase(Locale.ROOT)).toList();
     }
 
     boolean bool(String key) {

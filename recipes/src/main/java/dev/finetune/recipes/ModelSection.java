@@ -17,11 +17,6 @@ import java.util.Set;
  * {@code adapter} with the {@code lora_*} and 4-bit keys.
  */
 final class ModelSection {
-    static final List<String> CHAT_TEMPLATES = List.of("alpaca", "chatml", "mistral_v1", "mistral_v2v3",
-            "mistral_v3_tekken", "mistral_v7_tekken", "gemma", "cohere", "llama3", "llama3_2_vision", "llama4", "phi_3",
-            "phi_35", "deepseek_v2", "deepseek_v3", "jamba", "jinja", "qwen_25", "qwen3", "qwen3_5", "falcon_h1",
-            "nemotron_h", "tokenizer_default", "exaone", "exaone4", "metharme", "pixtral", "llava", "qwen2_vl", "gemma3",
-            "gemma3n", "gemma4", "gemma4_unified", "command_a", "command_a_tool_use", "command_a_rag", "aya");
     /** Plugins that only change speed or memory use, never the result: accepted with a warning. */
     static final Set<String> HARMLESS_PLUGINS = Set.of("CutCrossEntropyPlugin", "LigerPlugin", "KernelsPlugin",
             "SwanLabPlugin");
@@ -93,8 +88,9 @@ final class ModelSection {
             r.finish();
         }
         String chatTemplateJinja = top.string("chat_template_jinja", null);
-        String chatTemplate = top.choice("chat_template", chatTemplateJinja != null ? "jinja" : null, CHAT_TEMPLATES);
-        if ("jinja".equals(chatTemplate) && chatTemplateJinja == null) {
+        String chatTemplate = top.choice("chat_template", chatTemplateJinja != null ? ChatTemplateNames.JINJA : null,
+                ChatTemplateNames.AXOLOTL);
+        if (ChatTemplateNames.JINJA.equals(chatTemplate) && chatTemplateJinja == null) {
             problems.error(top.at("chat_template"), "chat_template: jinja needs chat_template_jinja",
                     "add chat_template_jinja: with the template text or a file path");
         }

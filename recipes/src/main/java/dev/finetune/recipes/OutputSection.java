@@ -2,7 +2,6 @@ package dev.finetune.recipes;
 
 import dev.finetune.recipes.YamlNode.Scalar;
 import java.nio.file.Path;
-import java.util.List;
 
 /**
  * What the run writes and when: {@code output_dir}, checkpoints, resume, evaluation and logging intervals.
@@ -46,11 +45,11 @@ final class OutputSection {
                     + "adapter: (a full fine-tune)", "add adapter: lora with the rank and targets the adapter was "
                     + "trained with, or remove lora_model_dir");
         }
-        String saveStrategy = top.choice("save_strategy", null, List.of("no", "epoch", "steps", "best"));
+        SaveStrategy saveStrategy = top.choice("save_strategy", null, SaveStrategy.class);
         Double saveSteps = top.number("save_steps", null, Double.MIN_VALUE, Double.MAX_VALUE);
         Integer savesPerEpoch = top.integer("saves_per_epoch", null, 0);
         int saveTotalLimit = top.integer("save_total_limit", 1);
-        String evalStrategy = top.choice("eval_strategy", null, List.of("no", "epoch", "steps"));
+        EvalStrategy evalStrategy = top.choice("eval_strategy", null, EvalStrategy.class);
         Double evalSteps = top.number("eval_steps", null, Double.MIN_VALUE, Double.MAX_VALUE);
         Integer evalsPerEpoch = top.integer("evals_per_epoch", null, 0);
         Integer loggingSteps = top.integer("logging_steps", null, 1);
@@ -62,24 +61,24 @@ final class OutputSection {
         if (evalSteps != null && evalsPerEpoch != null) {
             problems.error(top.at("evals_per_epoch"), "eval_steps and evals_per_epoch are both set", "keep only one of them");
         }
-        if (saveSteps != null && saveStrategy != null && !saveStrategy.equals("steps")) {
-            problems.error(top.at("save_strategy"), "save_steps needs save_strategy: steps, but it is " + saveStrategy,
+        if (saveSteps != null && saveStrategy != null && saveStrategy != SaveStrategy.STEPS) {
+            problems.error(top.at("save_strategy"), "save_steps needs save_strategy: steps, but it is " + saveStrategy.key(),
                     "remove save_strategy or set it to steps");
         }
-        if (evalSteps != null && evalStrategy != null && !evalStrategy.equals("steps")) {
-            problems.error(top.at("eval_strategy"), "eval_steps needs eval_strategy: steps, but it is " + evalStrategy,
+        if (evalSteps != null && evalStrategy != null && evalStrategy != EvalStrategy.STEPS) {
+            problems.error(top.at("eval_strategy"), "eval_steps needs eval_strategy: steps, but it is " + evalStrategy.key(),
                     "remove eval_strategy or set it to steps");
         }
-        if (evalsPerEpoch != null && evalStrategy != null && !evalStrategy.equals("steps")) {
-            problems.error(top.at("eval_strategy"), "evals_per_epoch needs eval_strategy: steps (or none), but it is " + evalStrategy,
+        if (evalsPerEpoch != null && evalStrategy != null && evalStrategy != EvalStrategy.STEPS) {
+            problems.error(top.at("eval_strategy"), "evals_per_epoch needs eval_strategy: steps (or none), but it is " + evalStrategy.key(),
                     "remove eval_strategy");
         }
-        if ("best".equals(saveStrategy) && metric == null) {
+        if (saveStrategy == SaveStrategy.BEST && metric == null) {
             problems.error(top.at("save_strategy"), "save_strategy: best needs metric_for_best_model",
                     "add metric_for_best_model: eval_loss");
         }
         boolean evalData = data.valSetSize() > 0 || !data.testDatasets().isEmpty();
-        if (!evalData && (evalSteps != null || (evalStrategy != null && !evalStrategy.equals("no")))) {
+        if (!evalData && (evalSteps != null || (evalStrategy != null && evalStrategy != EvalStrategy.NO))) {
             problems.error(top.at(evalSteps != null ? "eval_steps" : "eval_strategy"),
                     "evaluation is scheduled but there is no evaluation data (val_set_size is 0 and no test_datasets)",
                     "set val_set_size: 0.05, add test_datasets, or remove eval_steps/eval_strategy");

@@ -6,7 +6,6 @@ import dev.finetune.recipes.YamlNode.Mapping;
 import dev.finetune.recipes.YamlNode.Scalar;
 import java.nio.file.Path;
 import java.util.List;
-import java.util.Locale;
 import java.util.Map;
 
 /**
@@ -167,8 +166,7 @@ final class ParallelismSection {
             problems.error(top.at("optimizer"), "optimizer " + training.optimizer().axolotlName() + " does not run "
                     + "on hardware: cpu: the CPU trainer runs 32-bit AdamW", "use optimizer: adamw_torch");
         }
-        String b = top.choice("backend", List.of("auto", "single", "fsdp"));
-        Recipe.Backend backend = Recipe.Backend.valueOf(b.toUpperCase(Locale.ROOT));
+        Recipe.Backend backend = top.choice("backend", Recipe.Backend.class);
         if (backend == Recipe.Backend.SINGLE && hardware.devices() > 1) {
             problems.error(top.at("backend"), "backend: single runs on one device, but hardware has " + hardware.devices() + " GPUs",
                     "use backend: fsdp (or auto), or hardware: {gpus: 1}");

@@ -44,8 +44,8 @@ public record SchedulePlan(
         } else {
             warmup = Math.min(100, (long) (0.03 * total)); // Axolotl's default warm-up
         }
-        int eval = every(output.evalStrategy(), output.evalSteps(), output.evalsPerEpoch(), total, perEpoch, 0);
-        int save = every(output.saveStrategy(), output.saveSteps(), output.savesPerEpoch(), total, perEpoch, perEpoch);
+        int eval = every(output.evalStrategy() == EvalStrategy.NO, output.evalStrategy() == EvalStrategy.EPOCH, output.evalSteps(), output.evalsPerEpoch(), total, perEpoch, 0);
+        int save = every(output.saveStrategy() == SaveStrategy.NO, output.saveStrategy() == SaveStrategy.EPOCH, output.saveSteps(), output.savesPerEpoch(), total, perEpoch, perEpoch);
         int log = output.loggingSteps() == null ? 1 : output.loggingSteps();
         return new SchedulePlan(accumulation, microBatchesPerEpoch, perEpoch, total, warmup, eval, save, log, estimated);
     }
@@ -55,12 +55,12 @@ public record SchedulePlan(
      * (HF), {@code *_per_epoch} divides an epoch, strategy {@code no} switches it off, {@code epoch} means once per
      * epoch; with nothing given, {@code fallback}.
      */
-    static int every(String strategy, Double steps, Integer perEpochCount, long total, long stepsPerEpoch,
+    static int every(boolean no, boolean epoch, Double steps, Integer perEpochCount, long total, long stepsPerEpoch,
             long fallback) {
-        if ("no".equals(strategy)) {
+        if (no) {
             return 0;
         }
-        if ("epoch".equals(strategy)) {
+        if (epoch) {
             return (int) stepsPerEpoch;
         }
         if (steps != null) {

@@ -115,7 +115,7 @@ class RecipeLoadingTest {
         Path quickstart = repoRoot().resolve("configs/quickstart.yaml");
         Recipe.Output output = ValidatedRecipe.load(quickstart, List.of("save_steps=null", "eval_steps=null",
                 "save_strategy=no", "eval_strategy=no")).recipe().output();
-        assertEquals("no", output.saveStrategy());
+        assertEquals(SaveStrategy.NO, output.saveStrategy());
         InvalidRecipe bad = assertThrows(InvalidRecipe.class,
                 () -> ValidatedRecipe.load(quickstart, List.of("save_strategy=off")));
         assertTrue(bad.errors().get(0).oneLine().contains("save_strategy"), bad.errors().get(0).oneLine());

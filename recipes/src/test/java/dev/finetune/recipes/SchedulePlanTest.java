@@ -10,7 +10,7 @@ import org.junit.jupiter.api.Test;
 /** The HF Trainer's and Axolotl's resolution of steps, warm-up and intervals, worked out by hand. */
 class SchedulePlanTest {
 
-    private static Recipe recipe(Integer maxSteps, Integer warmupSteps, Double warmupRatio, String evalStrategy,
+    private static Recipe recipe(Integer maxSteps, Integer warmupSteps, Double warmupRatio, EvalStrategy evalStrategy,
             Double evalSteps, Double saveSteps, Integer savesPerEpoch, int loraRank) {
         Recipe.Model model = new Recipe.Model("configs/models/stories260K", null, null, false, Map.of(), null, null,
                 List.of());
@@ -56,11 +56,11 @@ class SchedulePlanTest {
 
     @Test
     void maxStepsWinsAndStrategiesSwitchIntervals() {
-        SchedulePlan plan = SchedulePlan.of(recipe(7, null, null, "no", null, null, null, 8), 1, 100, false);
+        SchedulePlan plan = SchedulePlan.of(recipe(7, null, null, EvalStrategy.NO, null, null, null, 8), 1, 100, false);
         assertEquals(7, plan.totalSteps());
         assertEquals(0, plan.evalEvery(), "eval_strategy: no");
         assertEquals(100, plan.saveEvery(), "nothing said: once per epoch");
-        assertEquals(100, SchedulePlan.of(recipe(null, null, null, "epoch", null, null, null, 8), 1, 100, false)
+        assertEquals(100, SchedulePlan.of(recipe(null, null, null, EvalStrategy.EPOCH, null, null, null, 8), 1, 100, false)
                 .evalEvery());
         assertEquals(20, SchedulePlan.of(recipe(null, null, null, null, null, 20.0, null, 8), 1, 100, false).saveEvery());
     }

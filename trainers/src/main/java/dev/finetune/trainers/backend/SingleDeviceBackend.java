@@ -212,7 +212,7 @@ public final class SingleDeviceBackend {
         if (recipe.output().earlyStoppingPatience() != null) {
             settings.add("early_stopping_patience: training runs all its steps");
         }
-        if ("best".equals(recipe.output().saveStrategy())) {
+        if (recipe.output().saveStrategy() == dev.finetune.recipes.SaveStrategy.BEST) {
             settings.add("save_strategy: best: checkpoints are saved by save_steps");
         }
         if (recipe.training().evalSamplePacking() != recipe.training().samplePacking()) {

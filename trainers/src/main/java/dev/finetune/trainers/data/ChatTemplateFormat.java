@@ -4,7 +4,7 @@ import com.google.gson.JsonArray;
 import com.google.gson.JsonElement;
 import com.google.gson.JsonObject;
 import dev.finetune.recipes.DatasetSpec;
-import dev.finetune.recipes.UserError;
+import dev.finetune.recipes.TrainOnEos;
 import dev.finetune.trainers.text.ChatTemplate;
 import dev.finetune.trainers.text.ChatTemplates;
 import dev.finetune.trainers.text.Message;
@@ -14,7 +14,6 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.LinkedHashMap;
 import java.util.List;
-import java.util.Locale;
 import java.util.Map;
 import java.util.Set;
 import java.util.stream.Collectors;
@@ -28,7 +27,6 @@ import java.util.stream.Collectors;
 final class ChatTemplateFormat implements RowFormat {
     /** Axolotl's default role names for ShareGPT-style data. */
     private static final Map<String, String> ROLE_ALIASES = Map.of("human", "user", "gpt", "assistant");
-    private static final Set<String> EOS_MODES = Set.of("turn", "last", "all", "none");
     /** Axolotl accepts an EOS this many tokens after a turn's content (e.g. after a newline the template adds). */
     private static final int EOS_REACH = 3;
 
@@ -40,7 +38,7 @@ final class ChatTemplateFormat implements RowFormat {
     /** Further message properties the dataset renames: template name → dataset field. */
     private final Map<String, String> otherFields;
     private final Set<String> rolesToTrain;
-    private final String trainOnEos;
+    private final TrainOnEos trainOnEos;
     private final boolean trainOnInputs;
     private final String note;
 
@@ -60,14 +58,10 @@ final class ChatTemplateFormat implements RowFormat {
         this.otherFields = Map.copyOf(others);
         List<String> roles = spec.rolesToTrain() == null ? List.of("assistant") : spec.rolesToTrain();
         this.rolesToTrain = roles.stream().map(r -> ROLE_ALIASES.getOrDefault(r, r)).collect(Collectors.toUnmodifiableSet());
-        this.trainOnEos = blankTo(spec.trainOnEos(), "turn").toLowerCase(Locale.ROOT);
-        if (!EOS_MODES.contains(trainOnEos)) {
-            throw new UserError(spec.where(), "train_on_eos must be turn, last, all or none, got '" + spec.trainOnEos() + "'",
-                    "Axolotl's default is turn");
-        }
+        this.trainOnEos = spec.trainOnEos() != null ? spec.trainOnEos() : TrainOnEos.TURN;
         this.trainOnInputs = options.trainOnInputs();
         String eos = tokenizer.special().eos();
-        this.note = eos != null && !"none".equals(trainOnEos) && !template.source().contains(eos) && !template.source().contains("eos_token")
+        this.note = eos != null && trainOnEos != TrainOnEos.NONE && !template.source().contains(eos) && !template.source().contains("eos_token")
                 ? "chat template '" + template.name() + "' never writes the EOS token " + eos
                         + ", so turn ends are not learned; a model trained this way may not stop"
                 : null;
@@ -96,7 +90,7 @@ final class ChatTemplateFormat implements RowFormat {
         for (int m = 0; m < messages.size(); m++) {
             boolean train = trainOnInputs || rolesToTrain.contains(messages.get(m).role());
             ChatTemplate.Span span = rendered.contents().get(m);
-            if ((!train && !"all".equals(trainOnEos)) || span == null || span.start() == span.end()) {
+            if ((!train && trainOnEos != TrainOnEos.ALL) || span == null || span.start() == span.end()) {
                 continue;
             }
             int first = -1;
@@ -120,12 +114,12 @@ final class ChatTemplateFormat implements RowFormat {
             int eosAt = firstAtOrAfter(ids, eos, end);
             if (eosAt >= 0 && eosAt - end <= EOS_REACH) {
                 lastEos = eosAt;
-                if ("all".equals(trainOnEos) || ("turn".equals(trainOnEos) && train)) {
+                if (trainOnEos == TrainOnEos.ALL || (trainOnEos == TrainOnEos.TURN && train)) {
                     labels[eosAt] = ids[eosAt];
                 }
             }
         }
-        if ("last".equals(trainOnEos) && lastEos >= 0) {
+        if (trainOnEos == TrainOnEos.LAST && lastEos >= 0) {
             labels[lastEos] = ids[lastEos];
         }
         return List.of(new Example(ids, labels));

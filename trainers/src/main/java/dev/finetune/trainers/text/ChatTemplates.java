@@ -1,5 +1,11 @@
 package dev.finetune.trainers.text;
 
+import static dev.finetune.recipes.ChatTemplateNames.ALIASES;
+import static dev.finetune.recipes.ChatTemplateNames.FALLBACK_PREFIX;
+import static dev.finetune.recipes.ChatTemplateNames.JINJA;
+import static dev.finetune.recipes.ChatTemplateNames.SHIPPED;
+import static dev.finetune.recipes.ChatTemplateNames.TOKENIZER_DEFAULT;
+
 import dev.finetune.recipes.UserError;
 import java.io.IOException;
 import java.io.InputStream;
@@ -9,7 +15,6 @@ import java.nio.file.Files;
 import java.nio.file.InvalidPathException;
 import java.nio.file.Path;
 import java.util.List;
-import java.util.Map;
 import java.util.TreeSet;
 
 /**
@@ -19,20 +24,11 @@ import java.util.TreeSet;
  * name.
  */
 public final class ChatTemplates {
-    public static final String TOKENIZER_DEFAULT = "tokenizer_default";
-    public static final String FALLBACK_PREFIX = "tokenizer_default_fallback_";
-    public static final String JINJA = "jinja";
-
-    /** Axolotl's names; our templates are written for this project and render the same formats. */
-    private static final List<String> BUILT_IN = List.of("alpaca", "chatml", "gemma", "llama2", "llama3", "mistral_v1", "phi_3", "qwen_25");
-    /** Short names the brief and users reach for; each is one of the built-ins. */
-    private static final Map<String, String> ALIASES = Map.of("qwen", "qwen_25", "mistral", "mistral_v1");
-
     private ChatTemplates() {}
 
     /** Every name {@link #resolve} accepts besides the tokenizer_default and jinja forms. */
     public static List<String> builtInNames() {
-        TreeSet<String> names = new TreeSet<>(BUILT_IN);
+        TreeSet<String> names = new TreeSet<>(SHIPPED);
         names.addAll(ALIASES.keySet());
         return List.copyOf(names);
     }
@@ -78,7 +74,7 @@ public final class ChatTemplates {
     /** A built-in template by name or alias, rendering with the given tokenizer's special tokens. */
     public static ChatTemplate builtIn(String name, Tokenizer.SpecialTokens special, String where) {
         String canonical = ALIASES.getOrDefault(name, name);
-        if (!BUILT_IN.contains(canonical)) {
+        if (!SHIPPED.contains(canonical)) {
             throw new UserError(where, "unknown chat template '" + name + "'",
                     "use one of " + String.join(", ", builtInNames()) + ", tokenizer_default, or jinja with chat_template_jinja");
         }

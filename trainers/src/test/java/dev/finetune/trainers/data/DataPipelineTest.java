@@ -9,6 +9,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import dev.finetune.recipes.DatasetSpec;
 import dev.finetune.recipes.DatasetType;
 import dev.finetune.recipes.Recipe.ExcessLength;
+import dev.finetune.recipes.TrainOnEos;
 import dev.finetune.recipes.UserError;
 import dev.finetune.trainers.text.Tokenizer;
 import dev.finetune.trainers.train.sft.SftBatch;
@@ -54,7 +55,7 @@ class DataPipelineTest {
         return new DatasetSpec(path, DatasetType.named(type), null, null, null, null, null, null, "recipe.yaml:4:5", null, "train", null, null);
     }
 
-    static DatasetSpec chat(Path path, String template, List<String> roles, String trainOnEos) {
+    static DatasetSpec chat(Path path, String template, List<String> roles, TrainOnEos trainOnEos) {
         return new DatasetSpec(path, DatasetType.CHAT_TEMPLATE, null, null, null, roles, trainOnEos, template, "recipe.yaml:4:5", null, "train", null, null);
     }
 
@@ -126,18 +127,18 @@ class DataPipelineTest {
         assertArrayEquals(tokenizer.encode(rendered, false), turn.inputIds());
         assertEquals(List.of("In the park.", "</s>", "He likes the sun.", "</s>"), runs(turn));
 
-        Example last = prepare(DataDefaults.options(), chat(data, "llama2", null, "last")).train().get(0);
+        Example last = prepare(DataDefaults.options(), chat(data, "llama2", null, TrainOnEos.LAST)).train().get(0);
         assertEquals(List.of("In the park.", "He likes the sun.", "</s>"), runs(last));
         assertEquals(EOS, last.labels()[last.length() - 1]);
-        Example none = prepare(DataDefaults.options(), chat(data, "llama2", null, "none")).train().get(0);
+        Example none = prepare(DataDefaults.options(), chat(data, "llama2", null, TrainOnEos.NONE)).train().get(0);
         assertEquals(List.of("In the park.", "He likes the sun."), runs(none));
-        Example allEos = prepare(DataDefaults.options(), chat(data, "llama2", List.of("user"), "all")).train().get(0);
+        Example allEos = prepare(DataDefaults.options(), chat(data, "llama2", List.of("user"), TrainOnEos.ALL)).train().get(0);
         assertEquals(List.of("Where is Tom?", "</s>", "Why?", "</s>"), runs(allEos));
 
-        Example users = prepare(DataDefaults.options(), chat(data, "llama2", List.of("user"), "none")).train().get(0);
+        Example users = prepare(DataDefaults.options(), chat(data, "llama2", List.of("user"), TrainOnEos.NONE)).train().get(0);
         assertEquals(List.of("Where is Tom?", "Why?"), runs(users));
 
-        Example everything = prepare(DataDefaults.options().withTrainOnInputs(true), chat(data, "llama2", null, "none")).train().get(0);
+        Example everything = prepare(DataDefaults.options().withTrainOnInputs(true), chat(data, "llama2", null, TrainOnEos.NONE)).train().get(0);
         // The system prompt sits inside the first [INST] block, and only the contents are learned, never the template.
         assertEquals(List.of("Be kind.", "Where is Tom?", "In the park.", "Why?", "He likes the sun."), runs(everything));
     }

@@ -5,10 +5,15 @@ import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import dev.finetune.recipes.ChatTemplateNames;
 import dev.finetune.recipes.UserError;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
+import java.util.Set;
+import java.util.TreeSet;
+import java.util.stream.Collectors;
+import java.util.stream.Stream;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -34,6 +39,20 @@ class ChatTemplatesTest {
     @AfterAll
     static void close() {
         tokenizer.close();
+    }
+
+    /** The shipped names live in recipes (validate reads them); the template files here must match them one to one. */
+    @Test
+    void everyShippedNameHasItsTemplateFileAndNoFileIsUnnamed() throws Exception {
+        Path dir = Path.of(ChatTemplates.class.getResource("templates").toURI());
+        Set<String> files;
+        try (Stream<Path> list = Files.list(dir)) {
+            files = list.map(p -> p.getFileName().toString().replaceFirst("\\.jinja$", "")).collect(Collectors.toCollection(TreeSet::new));
+        }
+        assertEquals(new TreeSet<>(ChatTemplateNames.SHIPPED), files);
+        for (String target : ChatTemplateNames.ALIASES.values()) {
+            assertTrue(ChatTemplateNames.SHIPPED.contains(target), target);
+        }
     }
 
     static String render(String name, List<Message> messages, boolean generationPrompt) {
