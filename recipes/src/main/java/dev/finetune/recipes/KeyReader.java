@@ -104,6 +104,14 @@ final class KeyReader {
         return e != null && !(e.value() instanceof Scalar s && s.value() == null);
     }
 
+    /**
+     * Whether the read of {@code key} refused its written value (and reported it): the typed value is then
+     * {@code null} as for an absent key, and rules that would demand the key stay quiet.
+     */
+    boolean refused(String key) {
+        return problems.invalid.contains(scope + key);
+    }
+
     /** Where the key's value was written (the key itself when the value is empty), or this mapping when absent. */
     Where at(String key) {
         Entry e = entries.get(key);

@@ -126,12 +126,13 @@ final class ModelSection {
                     "use adapter: qlora with load_in_4bit: true (or adapter: lora without quantization)");
         }
         if (adapter == null) {
-            List<String> loraKeys = new ArrayList<>();
-            for (String k : List.of("lora_r", "lora_alpha", "lora_target_modules", "lora_target_linear")) {
-                if (top.has(k)) {
-                    loraKeys.add(k);
-                }
-            }
+            // The values as read: a key whose value was refused is reported already and reads as absent.
+            Map<String, Object> given = new LinkedHashMap<>();
+            given.put("lora_r", r);
+            given.put("lora_alpha", alpha);
+            given.put("lora_target_modules", targets);
+            given.put("lora_target_linear", targetLinear);
+            List<String> loraKeys = given.entrySet().stream().filter(e -> e.getValue() != null).map(Map.Entry::getKey).toList();
             if (!loraKeys.isEmpty()) {
                 problems.error(top.at(loraKeys.get(0)), String.join(", ", loraKeys)
                                 + " set but no adapter: without 'adapter' this is a full fine-tune and LoRA keys have no effect",
@@ -161,10 +162,10 @@ final class ModelSection {
             problems.warn(top.at("load_in_4bit"), "adapter: lora with load_in_4bit: true is QLoRA",
                     "write adapter: qlora to say so");
         }
-        if (r == null && !top.has("lora_r")) {
+        if (r == null && !top.refused("lora_r")) {
             problems.error(top.at("adapter"), "adapter: " + adapter + " needs lora_r (the adapter rank)", "add e.g. 'lora_r: 16'");
         }
-        if (alpha == null && !top.has("lora_alpha")) {
+        if (alpha == null && !top.refused("lora_alpha")) {
             problems.error(top.at("adapter"), "adapter: " + adapter + " needs lora_alpha (scale = alpha / r)",
                     "add e.g. 'lora_alpha: 32' (commonly 2 x lora_r)");
         }

@@ -74,7 +74,7 @@ final class TrainingSection {
         double minLrRatio = top.number("cosine_min_lr_ratio", 0.0, 0, 1);
         Integer warmupSteps = top.integer("warmup_steps", null, 0);
         Double warmupRatio = top.number("warmup_ratio", null, 0, 1);
-        if (top.has("warmup_steps") && top.has("warmup_ratio")) {
+        if (warmupSteps != null && warmupRatio != null) {
             problems.error(top.at("warmup_ratio"), "warmup_steps and warmup_ratio are both set", "keep only one of them");
         }
         String optimizerName = top.string("optimizer");
