@@ -104,10 +104,7 @@ final class KeyReader {
         return e != null && !(e.value() instanceof Scalar s && s.value() == null);
     }
 
-    /**
-     * Whether the read of {@code key} refused its written value (and reported it): the typed value is then
-     * {@code null} as for an absent key, and rules that would demand the key stay quiet.
-     */
+    /** The read of {@code key} refused its written value (reported; it reads as absent, so don't ask for it). */
     boolean refused(String key) {
         return problems.invalid.contains(scope + key);
     }
@@ -157,26 +154,17 @@ final class KeyReader {
         return string(key, tableDefault(key));
     }
 
-    /** One of {@code choices}, or the table's default. */
-    String choice(String key, List<String> choices) {
-        return choice(key, tableDefault(key), choices);
-    }
-
-    /** One of the enum's values, spelled as in {@link #spellings}, or the table's default. */
+    /** One of the enum's values (the one list of them; ChoiceDocsTest holds the key table to it), or the default. */
     <E extends Enum<E>> E choice(String key, Class<E> type) {
         return choice(key, Enum.valueOf(type, tableDefault(key).toUpperCase(Locale.ROOT)), type);
     }
 
-    /**
-     * One of the enum's values, spelled as in {@link #spellings}: the enum is the one list of what a recipe may write
-     * (recipe-keys.tsv's doc line is checked against it by a test).
-     */
     <E extends Enum<E>> E choice(String key, E fallback, Class<E> type) {
         String v = choice(key, null, spellings(type));
         return v == null ? fallback : Enum.valueOf(type, v.toUpperCase(Locale.ROOT));
     }
 
-    /** How a recipe writes an enum's values: the constant's name in lower case ({@code DROP} → {@code drop}). */
+    /** How a recipe writes an enum's values: in lower case ({@code DROP} → {@code drop}). */
     static <E extends Enum<E>> List<String> spellings(Class<E> type) {
         return java.util.Arrays.stream(type.getEnumConstants()).map(e -> e.name().toLowerCase(Locale.ROOT)).toList();
     }
@@ -397,13 +385,7 @@ final class KeyReader {
 
     /** The entries nobody read, in written order. */
     List<Entry> unread() {
-        List<Entry> unread = new ArrayList<>();
-        for (Entry e : entries.values()) {
-            if (!read.contains(e.key())) {
-                unread.add(e);
-            }
-        }
-        return unread;
+        return entries.values().stream().filter(e -> !read.contains(e.key())).toList();
     }
 
     /** Reports every key nobody read, by its status in the key table ({@link LeftoverKeys}). */

@@ -116,7 +116,7 @@ final class ModelSection {
         if (bnb != null) {
             KeyReader b = new KeyReader(bnb, "bnb_config_kwargs.", problems);
             doubleQuant = b.bool("bnb_4bit_use_double_quant");
-            b.choice("bnb_4bit_quant_type", List.of("nf4"));
+            b.choice("bnb_4bit_quant_type", null, List.of("nf4"));
             b.string("bnb_4bit_compute_dtype", null);
             b.string("bnb_4bit_quant_storage", null);
             b.finish();
