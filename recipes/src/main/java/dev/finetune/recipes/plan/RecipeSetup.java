@@ -76,8 +76,9 @@ public final class RecipeSetup {
     }
 
     /**
-     * GRPO prompts are sized at {@code sequence_len} and completions at {@code trl.max_completion_length}: the plan
-     * takes both at their limits, which is where the memory peak is.
+     * The recipe's objective, a GRPO one with the batch plan's generation batch when the recipe leaves it to TRL's
+     * default. The plan sizes GRPO prompts at {@code sequence_len} and completions at
+     * {@code trl.max_completion_length}: both at their limits, which is where the memory peak is.
      */
     static Recipe.Objective objective(Recipe.Objective objective, int generationBatch) {
         if (objective instanceof Recipe.Objective.Grpo g && g.generationBatchSize() == null) {
