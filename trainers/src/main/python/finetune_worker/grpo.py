@@ -274,6 +274,11 @@ class Grpo:
     def prepare(self, model, train, evaluation, world):
         return train, evaluation
 
+    @staticmethod
+    def samples(batch):
+        """Completions, as ``GrpoBatch.samples``."""
+        return batch.weight
+
     # -- sampling ---------------------------------------------------------------------------------------------
 
     def _prompts(self, batch):

@@ -32,6 +32,11 @@ class Sft:
     def loss(self, model, batch):
         return -token_log_probs(model, batch).sum(), {}
 
+    @staticmethod
+    def samples(batch):
+        """Examples as HF counts them for ``train_samples_per_second`` (``Batch.samples``): packed rows."""
+        return int(batch.ids.shape[0])
+
 
 class Dpo:
     """TRL's DPO losses over rows ``[chosen..., rejected...]``, as the JVM trainer's DpoLoss writes them: several
@@ -58,6 +63,11 @@ class Dpo:
         self.precomputed = settings.get("reference", "adapter_disabled" if lora else "initial") == "initial"
         self.lora = lora
         self.reference = {}
+
+    @staticmethod
+    def samples(batch):
+        """Pairs, as ``DpoBatch.samples``."""
+        return batch.weight
 
     def sequence_log_probs(self, model, batch):
         return token_log_probs(model, batch).sum(dim=1)

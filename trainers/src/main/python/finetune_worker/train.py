@@ -59,6 +59,14 @@ def _peak_memory_kind(device):
     return "max_memory_reserved" if device.type == "cuda" else "resident set, VmHWM"
 
 
+def _flos_parameters(model):
+    """The parameters HF's ``total_flos`` counts (``num_parameters(exclude_embeddings=True)``; the JVM trainer's
+    ``TrainableModel.parameterCount``): all but the embedding tables, frozen ones and adapters included, a tied head
+    once (it is the embedding). A sharded parameter's numel() is the whole tensor's."""
+    embeddings = {id(m.weight) for m in model.modules() if isinstance(m, torch.nn.Embedding)}
+    return int(sum(p.numel() for p in model.parameters() if id(p) not in embeddings))
+
+
 def _derive(*parts):
     """A well-mixed 63-bit seed from integers (SplitMix64 finaliser over their combination)."""
     z = 0
@@ -186,6 +194,7 @@ def run(plan, world, report):
     trainable = [p for p in model.parameters() if p.requires_grad]
     # A sharded parameter's numel() is that of the whole tensor, so these are the model's totals on every rank.
     counts = [sum(p.numel() for p in model.parameters()), sum(p.numel() for p in trainable)]
+    flos_parameters = _flos_parameters(model)
 
     # before a resume loads its checkpoint: a reference taken from the starting weights must see those
     train_batches, eval_batches = objective.prepare(model, train_batches, eval_batches, world)
@@ -209,7 +218,7 @@ def run(plan, world, report):
     tokens_seen = sum(train_batches[order[p]].tokens for p in range(step * per_step))
     report.emit("start", step=step, total_steps=total_steps, world_size=world.size,
                 parameters=int(counts[0]), trainable_parameters=int(counts[1]),
-                device=str(world.device), micro_batches_per_step=per_step)
+                device=str(world.device), micro_batches_per_step=per_step, flos_parameters=flos_parameters)
 
     if step == 0 and eval_batches:
         line = {"step": 0, "epoch": 0.0}
@@ -238,7 +247,7 @@ def run(plan, world, report):
         global_weight = distributed.sum_all([sum(b.weight for b in mine)], world.device)[0]
         scale = world.size / max(1.0, global_weight)
         model.train()
-        loss_sum, metric_sums, tokens = 0.0, {}, 0
+        loss_sum, metric_sums, tokens, samples = 0.0, {}, 0, 0
         for micro, batch in enumerate(mine):
             torch.manual_seed(_derive(plan["seed"], step, micro, world.rank))
             batch = batch.to(world.device)
@@ -247,6 +256,7 @@ def run(plan, world, report):
             (loss * scale).backward()
             loss_sum += float(loss.detach())
             tokens += batch.tokens
+            samples += objective.samples(batch)
             for name, value in metrics.items():
                 metric_sums[name] = metric_sums.get(name, 0.0) + value * batch.weight
         norm = grad_norm_and_clip(trainable, settings["max_grad_norm"])
@@ -256,15 +266,17 @@ def run(plan, world, report):
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         names = sorted(metric_sums)
-        totals = distributed.sum_all([loss_sum, float(tokens)] + [metric_sums[n] for n in names], world.device)
+        totals = distributed.sum_all([loss_sum, float(tokens), float(samples)] + [metric_sums[n] for n in names],
+                                     world.device)
+        tokens_seen += int(totals[1])
         seconds = distributed.max_all(time.perf_counter() - started, world.device)
         step += 1
         consumed = position + per_step
         peak = _peak_memory_mb(world.device)
         line = {"step": step, "epoch": consumed / per_epoch, "loss": totals[0] / max(1.0, global_weight),
                 "learning_rate": lr, "grad_norm": norm, "tokens_per_second": totals[1] / seconds,
-                "peak_memory_mb": distributed.max_all(peak, world.device)}
-        for name, value in zip(names, totals[2:]):
+                "num_tokens": tokens_seen, "peak_memory_mb": distributed.max_all(peak, world.device)}
+        for name, value in zip(names, totals[3:]):
             line[name] = value / max(1.0, global_weight)
         if first:
             # each rank's own peak after the first optimizer step, for the launcher to set beside the plan's
@@ -273,15 +285,15 @@ def run(plan, world, report):
             first = False
         if eval_batches and (step == total_steps or (plan["eval_steps"] > 0 and step % plan["eval_steps"] == 0)):
             line.update(evaluate(model, objective, eval_batches, world))
-        report.emit("metrics", metrics=line)
+        # samples: the global batch's examples, for the launcher's train_samples_per_second (not a logged metric)
+        report.emit("metrics", metrics=line, samples=int(totals[2]))
         history.extend(hf_files.history_entries(line))
-        tokens_seen += int(totals[1])
         if plan["save_steps"] > 0 and (step % plan["save_steps"] == 0 or step == total_steps):
             state = {"global_step": step, "world_size": world.size, "data_position": consumed,
                      "micro_batches_per_epoch": per_epoch, "resume_key": plan["resume_key"],
                      "seed": plan["seed"], "learning_rate": lr}
             hf_state = {"epoch": consumed / per_epoch, "tokens_seen": tokens_seen,
-                        "flos": 6.0 * tokens_seen * counts[0], "history": list(history)}
+                        "flos": 6.0 * tokens_seen * flos_parameters, "history": list(history)}
             folder = checkpoints.save(output_dir, step, model, optimizer, state, lora,
                                       plan.get("save_total_limit", 0), world, plan, hf_state)
             report.emit("checkpoint", step=step, folder=folder)

@@ -228,8 +228,9 @@ public final class Trainer<B extends Batch> {
                 }
             }
             if (step > firstStep) {
-                Map<String, Object> summary = summary(step, (double) step * accumulation / perEpoch,
-                        (System.nanoTime() - started) / 1e9, step - firstStep, samples, lossSum);
+                Map<String, Object> summary = TrainResults.summary(step, (double) step * accumulation / perEpoch,
+                        (System.nanoTime() - started) / 1e9, step - firstStep, samples, lossSum, numTokens,
+                        model.parameterCount());
                 TrainResults.write(outputDir, summary);
                 metrics.summary(step, summary);
                 LOG.info("run summary: {}", summary);
@@ -252,25 +253,7 @@ public final class Trainer<B extends Batch> {
         }
         return new HfTrainerState(epoch, step, totalSteps, schedule.logEvery(), schedule.evalEvery(),
                 schedule.saveEvery(), (int) train.get(0).samples(), training.numEpochs(), numTokens,
-                6.0 * numTokens * model.parameterCount(), history);
-    }
-
-    /**
-     * The Hugging Face Trainer's closing log entry, for this run (a resumed run counts its own steps and time):
-     * {@code total_flos} is its {@code 6 × tokens × parameters} (embeddings excepted) over all tokens so far.
-     */
-    private Map<String, Object> summary(long step, double epoch, double seconds, long stepsRun, long samples,
-            double lossSum) {
-        Map<String, Object> line = new LinkedHashMap<>();
-        line.put("step", step);
-        line.put("epoch", epoch);
-        line.put("train_runtime", seconds);
-        line.put("train_samples_per_second", samples / seconds);
-        line.put("train_steps_per_second", stepsRun / seconds);
-        line.put("train_loss", lossSum / stepsRun);
-        line.put("total_flos", 6.0 * numTokens * model.parameterCount());
-        line.put("num_tokens", numTokens);
-        return line;
+                TrainResults.totalFlos(numTokens, model.parameterCount()), history);
     }
 
     private static List<NamedArray> named(Map<String, NDArray> arrays) {

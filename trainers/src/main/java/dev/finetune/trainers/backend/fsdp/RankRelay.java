@@ -10,6 +10,7 @@ import dev.finetune.trainers.train.Trainer;
 import dev.finetune.trainers.train.output.LogWindow;
 import dev.finetune.trainers.train.output.MetricsLog;
 import dev.finetune.trainers.train.output.Progress;
+import dev.finetune.trainers.train.output.TrainResults;
 import java.io.IOException;
 import java.io.PrintWriter;
 import java.net.InetAddress;
@@ -55,6 +56,16 @@ final class RankRelay {
     private String killedRank;
     private boolean done;
     private String failedRank;
+    /** This run's share of the summary (a resumed run counts from its resume step), as the JVM trainer sums it. */
+    private long startedAt;
+    private long lastStepAt;
+    private long firstStep;
+    private long stepsRun;
+    private long samples;
+    private double lossSum;
+    private double epoch;
+    private long numTokens;
+    private long flosParameters;
 
     RankRelay(Path outputDir, Launch launch, FsdpBackend.Settings settings, Trainer.Run schedule) {
         this.outputDir = outputDir;
@@ -169,6 +180,9 @@ final class RankRelay {
             }
             case "start" -> {
                 step = event.get("step").getAsLong();
+                firstStep = step;
+                startedAt = System.nanoTime();
+                flosParameters = event.get("flos_parameters").getAsLong();
                 long total = event.get("total_steps").getAsLong();
                 if (launch.nodeRank() == 0) {
                     boolean tensorBoard = schedule.tensorBoard();
@@ -186,11 +200,19 @@ final class RankRelay {
             case "resumed" -> out.printf(Locale.ROOT, "[%s] resumed from %s at step %d (saved by %d rank(s))%n", who,
                     event.get("folder").getAsString(), event.get("step").getAsLong(),
                     event.get("saved_world_size").getAsInt());
-            case "metrics" -> metrics(event.getAsJsonObject("metrics"));
+            case "metrics" -> {
+                metrics(event.getAsJsonObject("metrics"));
+                if (event.has("samples")) {
+                    samples += event.get("samples").getAsLong();
+                }
+            }
             case "peak_memory" -> peaks(event);
             case "checkpoint" -> out.printf(Locale.ROOT, "[%s] saved %s%n", who, event.get("folder").getAsString());
             case "saved" -> event.getAsJsonArray("files").forEach(f -> saved.add(f.getAsString()));
-            case "done" -> done = true;
+            case "done" -> {
+                done = true;
+                summary();
+            }
             case "error" -> {
                 String message = event.get("message").getAsString();
                 // the whole traceback is printed below; the run's one-line error keeps to the point
@@ -234,10 +256,31 @@ final class RankRelay {
         if (json.has("loss")) {
             step = at;
             lastLoss = json.get("loss").getAsDouble();
+            lastStepAt = System.nanoTime();
+            stepsRun++;
+            lossSum += lastLoss;
+            epoch = json.get("epoch").getAsDouble();
+            numTokens = json.get("num_tokens").getAsLong();
             if (progress != null) {
                 progress.step(at, logged);
             }
         }
+    }
+
+    /**
+     * {@code train_results.json} and TensorBoard's closing entry, as the JVM trainer writes them at the end of its
+     * loop: from the steps this run relayed (their per-step losses, the samples of their global batches, the
+     * tokens so far) and its time from the start event to the last step. Node 0 only; not after a failure.
+     */
+    private void summary() {
+        if (metrics == null || error != null || stepsRun == 0) {
+            return;
+        }
+        Map<String, Object> summary = TrainResults.summary(step, epoch, (lastStepAt - startedAt) / 1e9, stepsRun,
+                samples, lossSum, numTokens, flosParameters);
+        TrainResults.write(outputDir, summary);
+        metrics.summary(step, summary);
+        settings.out().println("run summary: " + summary);
     }
 
     /**
