@@ -209,10 +209,7 @@ final class RankRelay {
             case "peak_memory" -> peaks(event);
             case "checkpoint" -> out.printf(Locale.ROOT, "[%s] saved %s%n", who, event.get("folder").getAsString());
             case "saved" -> event.getAsJsonArray("files").forEach(f -> saved.add(f.getAsString()));
-            case "done" -> {
-                done = true;
-                summary();
-            }
+            case "done" -> done = true;
             case "error" -> {
                 String message = event.get("message").getAsString();
                 // the whole traceback is printed below; the run's one-line error keeps to the point
@@ -268,12 +265,13 @@ final class RankRelay {
     }
 
     /**
-     * {@code train_results.json} and TensorBoard's closing entry, as the JVM trainer writes them at the end of its
-     * loop: from the steps this run relayed (their per-step losses, the samples of their global batches, the
-     * tokens so far) and its time from the start event to the last step. Node 0 only; not after a failure.
+     * Once torchrun has ended: {@code train_results.json} and TensorBoard's closing entry, as the JVM trainer writes
+     * them at the end of its loop, from the steps this run relayed (their per-step losses, the samples of their
+     * global batches, the tokens so far) and its time from the start event to the last step. Node 0 only, and only
+     * for a run that succeeded (a rank that aborts on its way out fails the run after its last step).
      */
-    private void summary() {
-        if (metrics == null || error != null || stepsRun == 0) {
+    void finish(int exitCode) {
+        if (exitCode != 0 || failed() || metrics == null || stepsRun == 0) {
             return;
         }
         Map<String, Object> summary = TrainResults.summary(step, epoch, (lastStepAt - startedAt) / 1e9, stepsRun,

@@ -43,7 +43,7 @@ final class Torchrun {
             while ((line = lines.readLine()) != null) {
                 run.line(line);
             }
-            process.waitFor();
+            run.finish(process.waitFor());
         } catch (IOException e) {
             stopAll(process, run.pids());
             throw new IllegalStateException("lost the workers' output: " + e.getMessage(), e);
