@@ -11,6 +11,8 @@ What lives where (one implementation of each concept):
   on the same weights the worker samples the same completions as the single-device trainer, on any number of ranks.
 * The per-token loss mirrors ``train/grpo/GrpoLoss.java`` (TRL's ``_compute_loss``): it is differentiable, so it has
   to exist in torch as well; the equivalence tests hold the two together.
+* The reference (``beta`` > 0) is, as in TRL and the JVM trainer, the base model with the adapter switched off, or
+  for an adapter continued from ``lora_model_dir`` a frozen copy of that adapter as it starts (:class:`Reference`).
 
 Sampling under FSDP2 takes one of two ways (:meth:`Grpo.rollout_mode`; both sample the same tokens):
 
@@ -134,6 +136,54 @@ def gathered(model, reshard_after_forward):
         for module in modules:
             module.reshard()
             module.set_reshard_after_forward(module is not model and reshard_after_forward, recurse=False)
+
+
+class Reference:
+    """The model the KL term pulls towards, for the duration of a ``with``: the adapter switched off, or with
+    ``frozen`` the starting adapter (``lora_model_dir``'s, TRL's "ref" adapter) swapped in for the trained one.
+
+    The frozen copy is this rank's shards of the trainable parameters, taken before the first step (and before a
+    resumed run loads its checkpoint): a LoRA adapter's worth of memory, no second set of modules under FSDP. The
+    completions are sampled every step, so unlike DPO's reference nothing can be scored in advance. Every sharded
+    module is resharded around the swap, so no forward reads weights gathered before it. Never dropout."""
+
+    def __init__(self, frozen):
+        self.frozen = frozen
+        self.saved = None
+
+    def prepare(self, model):
+        if self.frozen:
+            with torch.no_grad():
+                self.saved = [(p, p.detach().clone()) for p in model.parameters() if p.requires_grad]
+
+    @contextlib.contextmanager
+    def of(self, model):
+        training = model.training
+        model.eval()
+        try:
+            if self.saved is None:
+                with model.disable_adapter():
+                    yield
+                return
+            with torch.no_grad():
+                self._reshard(model)
+                trained = [p.detach().clone() for p, _ in self.saved]
+                for p, start in self.saved:
+                    p.copy_(start)
+            try:
+                yield
+            finally:
+                with torch.no_grad():
+                    self._reshard(model)
+                    for (p, _), value in zip(self.saved, trained):
+                        p.copy_(value)
+        finally:
+            model.train(training)
+
+    @staticmethod
+    def _reshard(model):
+        for module in _fsdp_modules(model):
+            module.reshard()
 
 
 class RewardChannel:
@@ -270,8 +320,10 @@ class Grpo:
         self.unit_scale = 1.0
         self._mode = None
         self.bf16 = plan.get("bf16", "auto")
+        self.reference = Reference(lora and self.beta != 0 and settings.get("reference") == "initial")
 
     def prepare(self, model, train, evaluation, world):
+        self.reference.prepare(model)
         return train, evaluation
 
     @staticmethod
@@ -458,7 +510,7 @@ class Grpo:
         ref = None
         if self.beta != 0:
             with torch.no_grad():
-                with model.disable_adapter():
+                with self.reference.of(model):
                     ref = self._token_log_probs(self._logits(model, item, device), targets, completion_mask)
         logits = self._logits(model, item, device)
         logp = self._token_log_probs(logits, targets, completion_mask)
@@ -497,15 +549,16 @@ class Grpo:
                     for name, value in metrics.items():
                         metric_sums[name] = metric_sums.get(name, 0.0) + value * items[turn]["weight"]
                 else:
-                    # Every rank runs the same number of forward passes: each one all-gathers the sharded weights.
+                    # Every rank runs the same forward passes as _score_rows, in its order (each all-gathers the
+                    # sharded weights, and the reference's swap reshards them all)
                     prompts = batches[0]
-                    model(input_ids=prompts.ids.to(world.device), position_ids=prompts.positions.to(world.device),
-                          attention_mask=self._mask_for(prompts, world.device), use_cache=False)
                     if self.beta != 0:
-                        with model.disable_adapter():
+                        with self.reference.of(model):
                             model(input_ids=prompts.ids.to(world.device),
                                   position_ids=prompts.positions.to(world.device),
                                   attention_mask=self._mask_for(prompts, world.device), use_cache=False)
+                    model(input_ids=prompts.ids.to(world.device), position_ids=prompts.positions.to(world.device),
+                          attention_mask=self._mask_for(prompts, world.device), use_cache=False)
         all_names = set()
         for part in distributed.gather_objects(sorted(metric_sums)):
             all_names.update(part)

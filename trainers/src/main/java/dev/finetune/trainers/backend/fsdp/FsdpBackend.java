@@ -118,6 +118,12 @@ public final class FsdpBackend {
                     + "adapter; its log-probabilities are taken once before the first step); the policy starts equal "
                     + "to it%n", recipe.output().loraModelDir());
         }
+        if (recipe.objective() instanceof Recipe.Objective.Grpo grpo && grpo.beta() != 0
+                && recipe.output().loraModelDir() != null) {
+            out.printf(Locale.ROOT, "reference: the adapter from lora_model_dir %s, frozen as it starts (TRL's \"ref\" "
+                    + "adapter; each rank keeps its shards of it and swaps them in for the KL term's pass); the "
+                    + "policy starts equal to it%n", recipe.output().loraModelDir());
+        }
         Preprocess.Prepared data = Preprocess.run(validated, out);
         try (OutputFolder claimed = owner ? claim(validated, data, launch, modelDir) : null) {
             // checked under the lock, before the ranks start: a damaged checkpoint is a message, not a traceback

@@ -173,11 +173,8 @@ public record WorkerPlan(Path folder, Path planFile, long totalSteps, long warmu
 
     /** The sampling and loss settings of the worker's grpo module, named as in TRL; rewards stay in Java. */
     private static void grpo(Recipe recipe, Recipe.Objective.Grpo grpo, JsonObject objective) {
-        if (recipe.output().loraModelDir() != null && grpo.beta() != 0) {
-            // the JVM trainer's reference is then a frozen copy of that adapter; the worker's is the base model
-            throw new UserError("lora_model_dir", "GRPO with beta > 0 from a saved adapter is not in the fsdp backend "
-                    + "yet", "train it with backend: single, or use trl.beta: 0");
-        }
+        // as TRL and the JVM trainer: the adapter switched off, or lora_model_dir's adapter frozen as it starts
+        objective.addProperty("reference", reference(recipe));
         objective.addProperty("num_generations", grpo.numGenerations());
         objective.addProperty("max_completion_length", grpo.maxCompletionLength());
         objective.addProperty("temperature", grpo.temperature());
@@ -196,7 +193,10 @@ public record WorkerPlan(Path folder, Path planFile, long totalSteps, long warmu
         objective.addProperty("mask_truncated_completions", grpo.maskTruncatedCompletions());
     }
 
-    /** What a DPO run compares its policy with: {@code adapter_disabled} or {@code initial} (the starting weights). */
+    /**
+     * What a DPO or GRPO run compares its policy with: {@code adapter_disabled} or {@code initial} (the starting
+     * weights).
+     */
     static String reference(Recipe recipe) {
         return recipe.adapter() instanceof AdapterSpec.Lora && recipe.output().loraModelDir() == null
                 ? "adapter_disabled" : "initial";

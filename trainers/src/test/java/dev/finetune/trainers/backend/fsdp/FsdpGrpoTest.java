@@ -132,6 +132,43 @@ class FsdpGrpoTest {
         }
     }
 
+    /**
+     * GRPO continuing an adapter ({@code lora_model_dir}) with beta > 0: the reference is a frozen copy of that
+     * adapter as it starts (TRL's "ref" adapter), not the base, so the KL starts at 0; the JVM trainer and FSDP2 over
+     * 2 ranks take the same steps.
+     */
+    @Test
+    void grpoFromASavedAdapterKeepsItFrozenAsTheReference(@TempDir Path tmp) throws IOException {
+        WorkerEnvironment.python();
+        // an adapter that moved away from the base (B no longer 0): 3 GRPO steps on the JVM
+        Path adapter = FsdpRuns.jvm(FsdpRuns.recipe(tmp, "start", grpo(tmp.resolve("start"), REWARDS), "max_steps=3"));
+        Path jvmFrom = FsdpRuns.jvm(FsdpRuns.recipe(tmp, "jvm-from", grpo(tmp.resolve("jvm-from"), REWARDS),
+                "lora_model_dir=" + adapter, "max_steps=3"));
+        ByteArrayOutputStream fromLog = new ByteArrayOutputStream();
+        Path twoFrom = tmp.resolve("two-from");
+        try {
+            FsdpRuns.fsdp(FsdpRuns.recipe(tmp, "two-from", grpo(twoFrom, REWARDS), "lora_model_dir=" + adapter,
+                    "max_steps=3", "gradient_accumulation_steps=1"), 2, Map.of(), fromLog);
+        } finally {
+            System.out.println(fromLog.toString(StandardCharsets.UTF_8));
+        }
+        assertTrue(fromLog.toString(StandardCharsets.UTF_8).contains("reference: the adapter from lora_model_dir"));
+        double fromWorst = 0;
+        for (String key : List.of("loss", "reward", "kl", "eval_loss", "eval_kl")) {
+            double d = FsdpRuns.maxDelta(FsdpRuns.series(jvmFrom, key), FsdpRuns.series(twoFrom, key), 0);
+            System.out.printf(Locale.ROOT, "equivalence grpo from lora_model_dir %s: max |d| JVM vs ws2 %.2e%n", key, d);
+            fromWorst = Math.max(fromWorst, d);
+        }
+        System.out.println("grpo from lora_model_dir, kl: JVM " + FsdpRuns.series(jvmFrom, "kl") + ", ws2 "
+                + FsdpRuns.series(twoFrom, "kl"));
+        assertEquals(3, FsdpRuns.series(twoFrom, "loss").size());
+        assertTrue(fromWorst <= TOLERANCE, "GRPO from lora_model_dir: " + fromWorst);
+        for (Path run : List.of(jvmFrom, twoFrom)) {
+            assertEquals(0.0, FsdpRuns.series(run, "eval_kl").get(0L), 1e-7, run + ": policy = reference at step 0");
+            assertEquals(0.0, FsdpRuns.series(run, "kl").get(1L), 1e-7, run + ": the first step's KL");
+        }
+    }
+
     @Test
     void aFailingRewardCommandFailsTheRunInOneLineAndLeavesNoProcess(@TempDir Path tmp) throws IOException {
         WorkerEnvironment.python();
