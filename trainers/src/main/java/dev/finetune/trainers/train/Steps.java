@@ -32,6 +32,7 @@ final class Steps<B extends Batch> {
     private final Recipe.Training training;
     private final int accumulation;
     private final NDManager manager;
+    private final NativeHeap heap = new NativeHeap();
 
     Steps(TrainableModel<?> model, Objective<B> objective, List<B> train, List<B> eval, Recipe.Training training,
             int accumulation, NDManager manager) {
@@ -105,7 +106,7 @@ final class Steps<B extends Batch> {
             throw new Trainer.NonFinite(step + 1, loss, gradNorm);
         }
         optimizer.step(step + 1, lr, GradientClipping.scale(gradNorm, training.maxGradNorm()));
-        NativeHeap.trim();
+        heap.afterStep();
         double seconds = (System.nanoTime() - started) / 1e9;
 
         Map<String, Object> line = new LinkedHashMap<>();
