@@ -62,7 +62,16 @@ public final class DecoderLayer {
      * {@link LlamaModel#attentionMask}.
      */
     public NDArray forward(NDArray hidden, RotaryEmbedding.Angles angles, NDArray mask) {
-        return forward(hidden, angles, mask, null, false);
+        return forward(hidden, angles, mask, null, false, false);
+    }
+
+    /**
+     * As {@link #forward(NDArray, RotaryEmbedding.Angles, NDArray)}; {@code causal} says {@code mask} is the plain
+     * causal mask, which lets the compiled layer's attention skip the blocks above the diagonal instead of adding
+     * the mask to every score (half the attention work; the skipped weights are exactly 0 either way).
+     */
+    public NDArray forward(NDArray hidden, RotaryEmbedding.Angles angles, NDArray mask, boolean causal) {
+        return forward(hidden, angles, mask, null, false, causal);
     }
 
     /**
@@ -71,13 +80,14 @@ public final class DecoderLayer {
      * {@code mask} spans every filled slot: {@code [B, 1, T, filled]}.
      */
     public NDArray infer(NDArray hidden, RotaryEmbedding.Angles angles, NDArray mask, KvCache cache) {
-        return forward(hidden, angles, mask, cache, true);
+        return forward(hidden, angles, mask, cache, true, false);
     }
 
-    private NDArray forward(NDArray hidden, RotaryEmbedding.Angles angles, NDArray mask, KvCache cache, boolean inference) {
+    private NDArray forward(NDArray hidden, RotaryEmbedding.Angles angles, NDArray mask, KvCache cache, boolean inference,
+            boolean causal) {
         if (scripts.enabled()) {
             LayerScripts.Arguments arguments = new LayerScripts.Arguments(hidden.getManager());
-            String source = script(arguments, hidden, angles, mask, cache, inference);
+            String source = script(arguments, hidden, angles, mask, cache, inference, causal);
             if (source != null) {
                 return scripts.run(source, arguments);
             }
@@ -143,7 +153,7 @@ public final class DecoderLayer {
      * so generation runs the same kernels as training and as transformers.
      */
     private String script(LayerScripts.Arguments arguments, NDArray hidden, RotaryEmbedding.Angles angles, NDArray mask,
-            KvCache cache, boolean inference) {
+            KvCache cache, boolean inference, boolean causal) {
         arguments.named("hidden", hidden);
         arguments.named("cos", angles.cos());
         arguments.named("sin", angles.sin());
@@ -196,8 +206,8 @@ public final class DecoderLayer {
             line(body, "k = torch.repeat_interleave(k, " + groups + ", 1)");
             line(body, "v = torch.repeat_interleave(v, " + groups + ", 1)");
         }
-        line(body, "mixed = torch.scaled_dot_product_attention(q, k, v, mask, 0., False, scale=" + 1.0 / Math.sqrt(headDim)
-                + ")");
+        line(body, "mixed = torch.scaled_dot_product_attention(q, k, v, " + (causal ? "None, 0., True" : "mask, 0., False")
+                + ", scale=" + 1.0 / Math.sqrt(headDim) + ")");
         line(body, "merged = torch.reshape(torch.permute(mixed, [0, 2, 1, 3]), [b, t, " + (long) heads * headDim + "])");
         line(body, "residual = torch.add(hidden, " + projected[3] + ")");
         line(body, "x2 = " + norm(postAttentionNorm, "residual", arguments, inference));

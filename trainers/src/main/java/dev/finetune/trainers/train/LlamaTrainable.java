@@ -14,8 +14,11 @@ import java.util.List;
  */
 public final class LlamaTrainable implements TrainableModel<LlamaTrainable.Shared> {
 
-    /** What all decoder layers of one forward pass read besides the hidden state. */
-    public record Shared(RotaryEmbedding.Angles angles, NDArray mask) {}
+    /**
+     * What all decoder layers of one forward pass read besides the hidden state. {@code causal}: the mask is the
+     * plain causal one (one segment per row), so attention may skip the masked blocks instead of reading the mask.
+     */
+    public record Shared(RotaryEmbedding.Angles angles, NDArray mask, boolean causal) {}
 
     private final LlamaModel model;
     private final List<Layer<Shared>> layers = new ArrayList<>();
@@ -23,7 +26,7 @@ public final class LlamaTrainable implements TrainableModel<LlamaTrainable.Share
     public LlamaTrainable(LlamaModel model) {
         this.model = model;
         for (DecoderLayer layer : model.layers()) {
-            layers.add((hidden, shared) -> layer.forward(hidden, shared.angles(), shared.mask()));
+            layers.add((hidden, shared) -> layer.forward(hidden, shared.angles(), shared.mask(), shared.causal()));
         }
     }
 
@@ -60,7 +63,22 @@ public final class LlamaTrainable implements TrainableModel<LlamaTrainable.Share
     @Override
     public Shared prepare(ModelInputs inputs) {
         return new Shared(model.rotary().at(inputs.positionIds()),
-                model.attentionMask(inputs.inputIds(), inputs.segmentIds()));
+                model.attentionMask(inputs.inputIds(), inputs.segmentIds()), oneSegmentPerRow(inputs.segmentIds()));
+    }
+
+    /** Whether every row is a single segment (no packing, no padding): then the mask is only causal. */
+    static boolean oneSegmentPerRow(NDArray segmentIds) {
+        if (segmentIds == null) {
+            return true;
+        }
+        long columns = segmentIds.getShape().get(1);
+        long[] ids = segmentIds.toLongArray();
+        for (int i = 0; i < ids.length; i++) {
+            if (ids[i] != ids[(int) (i - i % columns)]) {
+                return false;
+            }
+        }
+        return true;
     }
 
     @Override
