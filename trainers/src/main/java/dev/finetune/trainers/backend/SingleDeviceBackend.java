@@ -68,6 +68,7 @@ public final class SingleDeviceBackend {
      * the saved result. Nothing is written before every check has passed.
      */
     public static Result train(ValidatedRecipe validated, Settings settings) {
+        StartupClock clock = StartupClock.sinceLaunch();
         Recipe recipe = validated.recipe();
         PrintWriter out = settings.out();
         requireRunnable(recipe);
@@ -85,6 +86,7 @@ public final class SingleDeviceBackend {
         }
         Path modelDir = localModel(recipe.model().baseModel());
         Engine.getInstance();
+        clock.lap("engine");
         try (Tokenizer tokenizer = Tokenizer.load(recipe.model().tokenizerConfig() != null
                 ? localModel(recipe.model().tokenizerConfig()) : modelDir);
                 NDManager manager = NDManager.newBaseManager()) {
@@ -99,16 +101,18 @@ public final class SingleDeviceBackend {
                 }
             }
             out.print(built.describe());
+            clock.lap("tokenizer and model");
             try (ObjectiveSetup<?> setup = ObjectiveSetup.of(recipe, validated.plan().micro(), tokenizer, built,
                     settings.samplePrompt(), settings.allowCommands(), manager)) {
                 out.print(setup.report());
-                return run(validated, setup, built, tokenizer, manager, out, settings.plan());
+                clock.lap("data");
+                return run(validated, setup, built, tokenizer, manager, out, settings.plan(), clock);
             }
         }
     }
 
     private static <B extends Batch> Result run(ValidatedRecipe validated, ObjectiveSetup<B> setup, BuiltModel built,
-            Tokenizer tokenizer, NDManager manager, PrintWriter out, RunPlan plan) {
+            Tokenizer tokenizer, NDManager manager, PrintWriter out, RunPlan plan, StartupClock clock) {
         Recipe recipe = validated.recipe();
         SchedulePlan schedule = SchedulePlan.of(recipe, validated.plan().accumulation(), setup.train().size(), false);
         Trainer.Run run = Trainer.Run.of(recipe, schedule, DatasetIdentity.of(recipe.data().datasets()));
@@ -119,6 +123,7 @@ public final class SingleDeviceBackend {
         String before = setup.sample() == null ? "" : setup.sample().text(built.model(), tokenizer);
         if (setup.sample() != null) {
             out.println("sample before training: " + quoted(before));
+            clock.lap("sample before training");
         }
         Path outputDir = run.outputDir();
         try (OutputFolder claimed = claimOutput(validated, run, setup.train().size())) {
@@ -129,11 +134,16 @@ public final class SingleDeviceBackend {
                     run, manager, new Trainer.Listener() {
                         @Override
                         public Map<String, Object> firstStep(Map<String, Object> line) {
+                            clock.lap("first step");
+                            out.println(clock.line());
                             return report.firstStep(line);
                         }
 
                         @Override
                         public void afterStep(long step, Map<String, Object> metrics) {
+                            if (step == 0) {
+                                clock.lap("evaluation before training");
+                            }
                             lines.add(metrics);
                             report.afterStep(step, metrics);
                         }

@@ -34,6 +34,7 @@ import java.util.zip.ZipOutputStream;
  */
 public final class TorchScript implements AutoCloseable {
     private static boolean executorConfigured;
+    private static final java.util.concurrent.atomic.AtomicLong COMPILE_NANOS = new java.util.concurrent.atomic.AtomicLong();
 
     private final PtSymbolBlock block;
 
@@ -59,12 +60,20 @@ public final class TorchScript implements AutoCloseable {
     /** Compiles {@code source}, TorchScript defining {@code class <className>(Module)} with no parameters. */
     public static TorchScript compile(String className, String source, NDManager manager) {
         configureExecutor();
+        long started = System.nanoTime();
         try {
             return new TorchScript(JniUtils.loadModule((PtNDManager) manager,
                     new ByteArrayInputStream(archive(className, source)), false, false));
         } catch (IOException e) {
             throw new UncheckedIOException(e);
+        } finally {
+            COMPILE_NANOS.addAndGet(System.nanoTime() - started);
         }
+    }
+
+    /** Seconds this process has spent compiling modules so far: part of the wait before the first step. */
+    public static double compileSeconds() {
+        return COMPILE_NANOS.get() / 1e9;
     }
 
     private static synchronized void configureExecutor() {
