@@ -85,3 +85,9 @@ def map_batches(batches, world, function):
 
 def barrier():
     dist.barrier()
+
+
+def fsdp_modules(model):
+    from torch.distributed.fsdp import FSDPModule
+
+    return [m for m in model.modules() if isinstance(m, FSDPModule)]

@@ -27,7 +27,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
- * The worker's GRPO loss ({@code finetune_worker.grpo.Loss}) against the JVM's {@link GrpoLoss} on the same fixed
+ * The worker's GRPO loss ({@code finetune_worker.grpo_loss.Loss}) against the JVM's {@link GrpoLoss} on the same fixed
  * log-probabilities, advantages and masks, for every {@code trl.loss_type} with and without the KL term, asymmetric
  * clipping, {@code delta} and a fully masked row: the summed loss, its units and TRL's metrics within 1e-6. The
  * sampling log-probabilities are shifted from the policy's so that clipping happens on both sides. (The whole-run
@@ -130,7 +130,7 @@ class WorkerGrpoLossTest {
     private static JsonObject runWorker(String python, Path dir) throws IOException, InterruptedException {
         String script = String.join("\n",
                 "import json, sys, torch",
-                "from finetune_worker.grpo import Loss",
+                "from finetune_worker.grpo_loss import Loss",
                 "data = json.load(open(sys.argv[1]))",
                 "shape = data['shape']",
                 "t = lambda k: torch.tensor(data[k], dtype=torch.float32).reshape(shape)",
