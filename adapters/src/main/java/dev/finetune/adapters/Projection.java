@@ -30,4 +30,17 @@ public interface Projection {
     default String script(String x, ScriptArguments arguments) {
         return null;
     }
+
+    /**
+     * {@link #forward} for generation, computed as PEFT computes it where that order differs from the one training
+     * uses; only adapters differ.
+     */
+    default NDArray infer(NDArray x) {
+        return forward(x);
+    }
+
+    /** {@link #infer} as one TorchScript expression, as {@link #script} is {@link #forward}'s. */
+    default String inferScript(String x, ScriptArguments arguments) {
+        return script(x, arguments);
+    }
 }

@@ -140,6 +140,40 @@ public final class LoraProjection implements Projection {
                 + ")";
     }
 
+    /**
+     * PEFT's order, {@code base(x) + B(A(dropout(x)))·scaling}: the scaling multiplies the {@code [.., out]} result,
+     * not the rank-r intermediate. The product is the same but not its rounding unless the scaling is a power of
+     * two (alpha 6, r 4: logits 1.1e-5 from PEFT's, bitwise equal in this order).
+     */
+    @Override
+    public NDArray infer(NDArray x) {
+        NDArray y = base.infer(x);
+        if (!adapters.enabled() || (adapters.referencing() && frozenA == null)) {
+            return y;
+        }
+        boolean referencing = adapters.referencing();
+        NDArray input = !referencing && adapters.training() && dropout > 0
+                ? JniUtils.dropout((PtNDArray) x, dropout, true)
+                : x;
+        NDArray low = JniUtils.linear((PtNDArray) input, (PtNDArray) (referencing ? frozenA : a), null);
+        return y.add(JniUtils.linear((PtNDArray) low, (PtNDArray) (referencing ? frozenB : b), null).mul(scalingTensor));
+    }
+
+    @Override
+    public String inferScript(String x, ScriptArguments arguments) {
+        String y = base.inferScript(x, arguments);
+        if (y == null || !adapters.enabled() || (adapters.referencing() && frozenA == null)) {
+            return y;
+        }
+        boolean referencing = adapters.referencing();
+        String input = !referencing && adapters.training() && dropout > 0
+                ? "torch.dropout(" + x + ", " + dropout + ", True)"
+                : x;
+        String low = PlainProjection.linear(input, arguments.tensor(referencing ? frozenA : a), "None");
+        return "torch.add(" + y + ", torch.mul(" + PlainProjection.linear(low, arguments.tensor(referencing ? frozenB : b),
+                "None") + ", " + arguments.tensor(scalingTensor) + "))";
+    }
+
     @Override
     public List<NamedArray> trainable() {
         return List.of(

@@ -94,7 +94,7 @@ public final class DecoderLayer {
         }
         NDArray attended = attention(norm(inputNorm, hidden, inference), angles, mask, cache, inference);
         NDArray residual = hidden.add(attended);
-        return residual.add(mlp(norm(postAttentionNorm, residual, inference)));
+        return residual.add(mlp(norm(postAttentionNorm, residual, inference), inference));
     }
 
     private static NDArray norm(RmsNorm norm, NDArray x, boolean inference) {
@@ -108,9 +108,9 @@ public final class DecoderLayer {
     private NDArray attention(NDArray x, RotaryEmbedding.Angles angles, NDArray mask, KvCache cache, boolean inference) {
         long batch = x.getShape().get(0);
         long time = x.getShape().get(1);
-        NDArray q = heads(query.forward(x), batch, time, heads, queryNorm, inference);
-        NDArray k = heads(key.forward(x), batch, time, kvHeads, keyNorm, inference);
-        NDArray v = value.forward(x).reshape(batch, time, kvHeads, headDim).transpose(0, 2, 1, 3);
+        NDArray q = heads(project(query, x, inference), batch, time, heads, queryNorm, inference);
+        NDArray k = heads(project(key, x, inference), batch, time, kvHeads, keyNorm, inference);
+        NDArray v = project(value, x, inference).reshape(batch, time, kvHeads, headDim).transpose(0, 2, 1, 3);
         q = RotaryEmbedding.apply(q, angles).mul(attentionScale);
         k = RotaryEmbedding.apply(k, angles);
         if (cache != null) {
@@ -124,7 +124,11 @@ public final class DecoderLayer {
         NDArray scores = grouped.matMul(k.expandDims(2).swapAxes(-1, -2)).add(mask.expandDims(2));
         NDArray mixed = scores.softmax(-1).matMul(v.expandDims(2));
         NDArray merged = mixed.reshape(batch, heads, time, headDim).transpose(0, 2, 1, 3).reshape(batch, time, (long) heads * headDim);
-        return output.forward(merged);
+        return project(output, merged, inference);
+    }
+
+    private static NDArray project(Projection projection, NDArray x, boolean inference) {
+        return inference ? projection.infer(x) : projection.forward(x);
     }
 
     private NDArray heads(NDArray projected, long batch, long time, int count, RmsNorm perHeadNorm, boolean inference) {
@@ -135,11 +139,11 @@ public final class DecoderLayer {
         return split.transpose(0, 2, 1, 3);
     }
 
-    private NDArray mlp(NDArray x) {
-        NDArray g = gate.forward(x);
+    private NDArray mlp(NDArray x, boolean inference) {
+        NDArray g = project(gate, x, inference);
         // SiLU composed as g·sigmoid(g): DJL's swish takes a Java Number and corrupts gradients (DESIGN.md §5).
         NDArray activated = g.mul(g.getNDArrayInternal().sigmoid());
-        return down.forward(activated.mul(up.forward(x)));
+        return project(down, activated.mul(project(up, x, inference)), inference);
     }
 
     /**
@@ -167,7 +171,7 @@ public final class DecoderLayer {
         Projection[] order = {query, key, value, output, gate, up, down};
         String[] inputs = {"x", "x", "x", "merged", "x2", "x2", "gated"};
         for (int i = 0; i < order.length; i++) {
-            projected[i] = order[i].script(inputs[i], arguments);
+            projected[i] = inference ? order[i].inferScript(inputs[i], arguments) : order[i].script(inputs[i], arguments);
             if (projected[i] == null) {
                 return null;
             }

@@ -258,16 +258,18 @@ public final class LlamaModel {
 
     /** {@code hidden [B, T, C]} → logits {@code [B, T, V]}. */
     public NDArray finalNormAndHead(NDArray hidden) {
-        return head(finalNorm.forward(hidden));
+        NDArray normed = finalNorm.forward(hidden);
+        return head == null ? tiedHead(normed) : head.forward(normed);
     }
 
-    /** {@link #finalNormAndHead} for generation, the norm computed as Hugging Face computes it ({@link RmsNorm#infer}). */
+    /** {@link #finalNormAndHead} for generation, computed as transformers and PEFT compute it ({@link RmsNorm#infer}). */
     public NDArray inferHead(NDArray hidden) {
-        return head(finalNorm.infer(hidden));
+        NDArray normed = finalNorm.infer(hidden);
+        return head == null ? tiedHead(normed) : head.infer(normed);
     }
 
-    private NDArray head(NDArray normed) {
-        return head == null ? JniUtils.linear((PtNDArray) normed, (PtNDArray) embedding.array(), null) : head.forward(normed);
+    private NDArray tiedHead(NDArray normed) {
+        return JniUtils.linear((PtNDArray) normed, (PtNDArray) embedding.array(), null);
     }
 
     /**
