@@ -1,8 +1,12 @@
 """PEFT's view of adapters: writes one, or loads ours, and reports the last-position logits of a prompt.
 
 usage:
-  peft_logits.py write MODEL_DIR ADAPTER_DIR LAYERS   writes a seeded LoRA adapter on q_proj and v_proj of the
-                                                      given layers only (layers_to_transform), "all" for every one
+  peft_logits.py write MODEL_DIR ADAPTER_DIR LAYERS [EXCLUDE [R ALPHA [TARGETS]]]
+                                                      writes a seeded LoRA adapter (r 4, alpha 8 unless given) on
+                                                      q_proj and v_proj (or TARGETS, e.g. all-linear) of the given
+                                                      layers only (layers_to_transform), "all" for every one,
+                                                      leaving out the comma-separated module names EXCLUDE
+                                                      (exclude_modules, "-" for none)
   peft_logits.py logits ADAPTER_DIR PROMPT_IDS OUT_JSON
                                                       PeftModel.from_pretrained(base, ADAPTER_DIR) and the logits
                                                       after the comma-separated PROMPT_IDS, twice: from the forward
@@ -28,9 +32,12 @@ logging.disable(logging.WARNING)
 
 if sys.argv[1] == "write":
     model_dir, adapter_dir, layers = sys.argv[2:5]
-    config = LoraConfig(r=4, lora_alpha=8, lora_dropout=0.0, target_modules=["q_proj", "v_proj"],
+    exclude = sys.argv[5] if len(sys.argv) > 5 else "-"
+    rank, alpha = (int(sys.argv[6]), int(sys.argv[7])) if len(sys.argv) > 7 else (4, 8)
+    targets = sys.argv[8] if len(sys.argv) > 8 else ["q_proj", "v_proj"]
+    config = LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=0.0, target_modules=targets,
                         layers_to_transform=None if layers == "all" else [int(x) for x in layers.split(",")],
-                        task_type="CAUSAL_LM")
+                        exclude_modules=None if exclude == "-" else exclude.split(","), task_type="CAUSAL_LM")
     torch.manual_seed(7)
     model = get_peft_model(AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32), config)
     with torch.no_grad():

@@ -91,6 +91,34 @@ class PeftParityTest {
         assertTrue(gap < 1e-5, "logits differ from PEFT's by " + gap);
     }
 
+    /** {@code exclude_modules}: the adapter covers the projections its saved tensors name, no more. */
+    @Test
+    @Timeout(600)
+    void anAdapterWithExcludedModulesGeneratesAsPeftRunsIt(@TempDir Path work) throws Exception {
+        Path adapter = work.resolve("excluded");
+        PythonStack.runScript("/parity/peft_logits.py", work, "write", MODEL.toString(), adapter.toString(), "all",
+                "model.layers.0.self_attn.q_proj,model.layers.2.self_attn.v_proj");
+        double gap = logitGap(adapter, work);
+        System.out.printf("exclude_modules: max |logit - PEFT| %.2e%n", gap);
+        assertTrue(gap < 1e-5, "logits differ from PEFT's by " + gap);
+    }
+
+    /**
+     * alpha 6 over r 4 on every linear layer: a scaling that is no power of two rounds differently depending on what
+     * it multiplies, so generation must apply it where PEFT does (applied to the rank-r intermediate instead, as
+     * training does, these logits were 1.1e-5 from PEFT's).
+     */
+    @Test
+    @Timeout(600)
+    void aScalingThatIsNoPowerOfTwoGeneratesAsPeftRunsIt(@TempDir Path work) throws Exception {
+        Path adapter = work.resolve("alpha6");
+        PythonStack.runScript("/parity/peft_logits.py", work, "write", MODEL.toString(), adapter.toString(), "all", "-",
+                "4", "6", "all-linear");
+        double gap = logitGap(adapter, work);
+        System.out.printf("lora_alpha 6, r 4: max |logit - PEFT| %.2e%n", gap);
+        assertTrue(gap < 1e-5, "logits differ from PEFT's by " + gap);
+    }
+
     @Test
     @Timeout(900)
     void everyCheckpointIsAPeftAdapterAndAnHfTrainerState(@TempDir Path work) throws Exception {
