@@ -343,6 +343,7 @@ def main(plan_path):
             # Ranks share the cores: one thread each unless the launcher said otherwise (OMP_NUM_THREADS).
             torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
         run(plan, world, report)
+        distributed.finish()
         report.emit("done")
         return 0
     except BaseException as error:  # noqa: BLE001 - every failure becomes one event the launcher shows
