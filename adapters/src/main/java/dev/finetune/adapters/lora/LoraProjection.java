@@ -126,18 +126,7 @@ public final class LoraProjection implements Projection {
 
     @Override
     public String script(String x, ScriptArguments arguments) {
-        String y = base.script(x, arguments);
-        if (y == null || !adapters.enabled() || (adapters.referencing() && frozenA == null)) {
-            return y;
-        }
-        boolean referencing = adapters.referencing();
-        String input = !referencing && adapters.training() && dropout > 0
-                ? "torch.dropout(" + x + ", " + dropout + ", True)"
-                : x;
-        String low = "torch.mul(" + PlainProjection.linear(input, arguments.tensor(referencing ? frozenA : a), "None")
-                + ", " + arguments.tensor(scalingTensor) + ")";
-        return "torch.add(" + y + ", " + PlainProjection.linear(low, arguments.tensor(referencing ? frozenB : b), "None")
-                + ")";
+        return scriptWithAdapter(x, base.script(x, arguments), arguments, false);
     }
 
     /**
@@ -161,7 +150,14 @@ public final class LoraProjection implements Projection {
 
     @Override
     public String inferScript(String x, ScriptArguments arguments) {
-        String y = base.inferScript(x, arguments);
+        return scriptWithAdapter(x, base.inferScript(x, arguments), arguments, true);
+    }
+
+    /**
+     * {@code y} plus the adapter's term as TorchScript source. Training scales the rank-r intermediate;
+     * inference scales the output, in PEFT's order (see {@link #infer}).
+     */
+    private String scriptWithAdapter(String x, String y, ScriptArguments arguments, boolean scaleOutput) {
         if (y == null || !adapters.enabled() || (adapters.referencing() && frozenA == null)) {
             return y;
         }
@@ -169,9 +165,14 @@ public final class LoraProjection implements Projection {
         String input = !referencing && adapters.training() && dropout > 0
                 ? "torch.dropout(" + x + ", " + dropout + ", True)"
                 : x;
+        // the arguments are named in the order they are first used, so each order keeps its own sequence
         String low = PlainProjection.linear(input, arguments.tensor(referencing ? frozenA : a), "None");
-        return "torch.add(" + y + ", torch.mul(" + PlainProjection.linear(low, arguments.tensor(referencing ? frozenB : b),
-                "None") + ", " + arguments.tensor(scalingTensor) + "))";
+        if (!scaleOutput) {
+            low = "torch.mul(" + low + ", " + arguments.tensor(scalingTensor) + ")";
+        }
+        String up = PlainProjection.linear(low, arguments.tensor(referencing ? frozenB : b), "None");
+        return "torch.add(" + y + ", "
+                + (scaleOutput ? "torch.mul(" + up + ", " + arguments.tensor(scalingTensor) + ")" : up) + ")";
     }
 
     @Override
