@@ -6,6 +6,7 @@ import ai.djl.ndarray.types.Shape;
 import dev.finetune.trainers.train.ForwardPass;
 import dev.finetune.trainers.train.ModelInputs;
 import dev.finetune.trainers.train.Objective;
+import dev.finetune.trainers.train.TokenScores;
 import java.util.Map;
 
 /**
@@ -25,59 +26,40 @@ public final class SftObjective implements Objective<SftBatch> {
                 manager.create(batch.positionIds(), shape),
                 manager.create(batch.segmentIds(), shape));
         NDArray logits = forward.logits(inputs);
-        NDArray logProbabilities = logits.logSoftmax(-1);
-        // Backward needs the log-softmax, not the logits: free the step's largest array ([B, T, V]) before backward
-        // rather than when the step's scope closes. Autograd holds its own references to what it saved.
+        TokenScores.Sft scored = score(logits, batch, manager);
+        // The logits' storage now holds what backward needs and the graph holds it; the Java wrapper can go.
         logits.close();
-        NDArray sum = sumOfTargetLosses(logProbabilities, batch, manager);
-        return new Loss(sum, tokenMetrics(logProbabilities, batch));
+        return new Loss(scored.loss(), tokenMetrics(scored, batch));
     }
 
     /**
      * TRL's {@code mean_token_accuracy} (the argmax is the target) and {@code entropy} of the predicted
-     * distribution, both over the target tokens. Read outside the graph one row at a time, so the temporaries
-     * stay at one row's {@code [T, V]}.
+     * distribution, both over the target tokens.
      */
-    static Map<String, Double> tokenMetrics(NDArray logProbabilities, SftBatch batch) {
-        int rows = batch.rows();
+    static Map<String, Double> tokenMetrics(TokenScores.Sft scored, SftBatch batch) {
         int columns = batch.columns();
         long[] labels = batch.labels();
         double entropy = 0;
         long correct = 0;
         long targets = 0;
-        boolean gradMode = ai.djl.pytorch.jni.JniUtils.isGradMode();
-        ai.djl.pytorch.jni.JniUtils.setGradMode(false);
-        try (NDArray detached = logProbabilities.stopGradient()) {
-            for (int r = 0; r < rows; r++) {
-                float[] h;
-                long[] best;
-                try (NDArray row = detached.get(r); NDArray p = row.exp(); NDArray plogp = p.mul(row);
-                        NDArray sum = plogp.sum(new int[] {-1}); NDArray argmax = row.argMax(-1)) {
-                    h = sum.toFloatArray();
-                    best = argmax.toLongArray();
-                }
-                for (int t = 0; t + 1 < columns; t++) {
-                    long next = labels[r * columns + t + 1];
-                    if (next != SftBatch.IGNORE) {
-                        targets++;
-                        entropy -= h[t];
-                        correct += best[t] == next ? 1 : 0;
-                    }
+        for (int r = 0; r < batch.rows(); r++) {
+            for (int t = 0; t + 1 < columns; t++) {
+                if (labels[r * columns + t + 1] != SftBatch.IGNORE) {
+                    targets++;
+                    entropy += scored.entropy()[r * columns + t];
+                    correct += scored.correct()[r * columns + t] != 0 ? 1 : 0;
                 }
             }
-        } finally {
-            ai.djl.pytorch.jni.JniUtils.setGradMode(gradMode);
         }
         return Map.of("mean_token_accuracy", targets == 0 ? 0.0 : (double) correct / targets,
                 "entropy", targets == 0 ? 0.0 : entropy / targets);
     }
 
-    /** Σ over target tokens of {@code -log softmax(logits)[target]}; {@code logits [B, T, V]}. */
-    static NDArray sumOfTokenLosses(NDArray logits, SftBatch batch, NDManager manager) {
-        return sumOfTargetLosses(logits.logSoftmax(-1), batch, manager);
-    }
-
-    private static NDArray sumOfTargetLosses(NDArray logProbabilities, SftBatch batch, NDManager manager) {
+    /**
+     * Σ over target tokens of {@code -log softmax(logits)[target]}, with the metrics; {@code logits [B, T, V]},
+     * which this consumes when they carry a gradient ({@link TokenScores}).
+     */
+    static TokenScores.Sft score(NDArray logits, SftBatch batch, NDManager manager) {
         int rows = batch.rows();
         int columns = batch.columns();
         long[] labels = batch.labels();
@@ -92,10 +74,11 @@ public final class SftObjective implements Objective<SftBatch> {
                 }
             }
         }
-        Shape shape = new Shape(rows, columns);
-        NDArray targetIndex = manager.create(targets, shape).expandDims(-1);
-        NDArray weight = manager.create(weights, shape);
-        NDArray targetLogProbabilities = logProbabilities.gather(targetIndex, -1).squeeze(-1);
-        return targetLogProbabilities.mul(weight).sum().neg();
+        return TokenScores.sft(logits, targets, weights, manager);
+    }
+
+    /** {@link #score}'s loss alone. */
+    static NDArray sumOfTokenLosses(NDArray logits, SftBatch batch, NDManager manager) {
+        return score(logits, batch, manager).loss();
     }
 }

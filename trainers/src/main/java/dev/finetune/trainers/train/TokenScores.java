@@ -1,0 +1,80 @@
+package dev.finetune.trainers.train;
+
+import ai.djl.ndarray.NDArray;
+import ai.djl.ndarray.NDList;
+import ai.djl.ndarray.NDManager;
+import ai.djl.ndarray.types.Shape;
+import dev.finetune.trainers.model.TorchScript;
+
+/**
+ * Everything the objectives read from the logits {@code [B, T, V]} after the LM head, in one compiled module
+ * ({@code token_scores.py}): the target tokens' log-probabilities, with their gradient, and the token metrics
+ * (entropy of the prediction, whether the target is its argmax, the mean logit).
+ *
+ * <p>The logits are the step's largest array, and every pass over them counts: log-softmax, gather, the metrics
+ * and the backward of log-softmax and gather made seven full passes and five fresh {@code [B, T, V]} allocations
+ * (filling a fresh array that size costs about twice filling a reused one: page faults). The module makes one exp
+ * per logit, works
+ * through rows in chunks that stay in cache, and writes the loss's gradient factor {@code weights·(softmax -
+ * onehot)} into the logits' own storage; backward then writes the logits' gradient in one pass.
+ *
+ * <p>So under a gradient <b>the logits are consumed</b>: after a call, their storage holds that factor and must not
+ * be read. Without a gradient (reference log-probabilities) they are left as they were.
+ */
+public final class TokenScores {
+    private static TorchScript sftLoss;
+    private static TorchScript tokenLogProbs;
+
+    private TokenScores() {}
+
+    /**
+     * {@code loss}: 0-dim, Σ weights·(-log softmax(logits)[targets]); {@code entropy} and {@code correct} (1 where
+     * the target is the argmax, the lowest index among equal maxima as with {@code argmax}) per position, in
+     * {@code [B, T]} row-major order.
+     */
+    public record Sft(NDArray loss, float[] entropy, float[] correct) {}
+
+    /**
+     * {@code logProbs [B, T]}: weights·log softmax(logits)[targets]; then per position the entropy, the argmax
+     * hit as in {@link Sft} and the mean logit over the vocabulary.
+     */
+    public record PerToken(NDArray logProbs, float[] entropy, float[] correct, float[] meanLogit) {}
+
+    /**
+     * {@code targets} and {@code weights} hold one value per position of {@code logits}' first two dimensions;
+     * a position with weight 0 gets exactly zero gradient (its target must still be a valid index).
+     */
+    public static Sft sft(NDArray logits, long[] targets, float[] weights, NDManager manager) {
+        NDList out = script(true).forward(inputs(logits, targets, weights, manager));
+        try (NDArray entropy = out.get(1); NDArray correct = out.get(2)) {
+            return new Sft(out.get(0), entropy.toFloatArray(), correct.toFloatArray());
+        }
+    }
+
+    public static PerToken perToken(NDArray logits, long[] targets, float[] weights, NDManager manager) {
+        NDList out = script(false).forward(inputs(logits, targets, weights, manager));
+        try (NDArray entropy = out.get(1); NDArray correct = out.get(2); NDArray mean = out.get(3)) {
+            return new PerToken(out.get(0), entropy.toFloatArray(), correct.toFloatArray(), mean.toFloatArray());
+        }
+    }
+
+    private static NDList inputs(NDArray logits, long[] targets, float[] weights, NDManager manager) {
+        Shape shape = new Shape(logits.getShape().get(0), logits.getShape().get(1));
+        return new NDList(logits, manager.create(targets, shape), manager.create(weights, shape));
+    }
+
+    /** Compiled once per process, like code, and kept for its lifetime. */
+    private static synchronized TorchScript script(boolean sft) {
+        String resource = "/dev/finetune/trainers/train/token_scores.py";
+        if (sft) {
+            if (sftLoss == null) {
+                sftLoss = TorchScript.load(resource, "SftLoss", NDManager.newBaseManager());
+            }
+            return sftLoss;
+        }
+        if (tokenLogProbs == null) {
+            tokenLogProbs = TorchScript.load(resource, "TokenLogProbs", NDManager.newBaseManager());
+        }
+        return tokenLogProbs;
+    }
+}

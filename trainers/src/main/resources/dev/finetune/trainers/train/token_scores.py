@@ -1,0 +1,93 @@
+class SftLoss(Module):
+  __parameters__ = []
+  __buffers__ = []
+  training : bool
+  def forward(self: __torch__.SftLoss, logits: Tensor, targets: Tensor, weights: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
+    # Σ weights·(-log softmax(logits)[targets]) (a 0-dim loss), and per position the entropy of the prediction and
+    # whether the target is its argmax. Under a gradient the loss back-propagates weights·(softmax - onehot).
+    gradient = torch.is_grad_enabled() and logits.requires_grad
+    factor = torch.reshape(torch.detach(logits), [-1, torch.size(logits, -1)])
+    scored = __torch__.scores(factor, torch.reshape(targets, [-1]), torch.reshape(weights, [-1]), gradient, False)
+    loss = torch.neg(torch.sum(torch.mul(torch.reshape(scored[0], torch.size(weights)), weights)))
+    if gradient:
+      # value + (s - s) is exactly the value, and its gradient is the factor, which now sits in the logits'
+      # storage: backward is one multiply, where log-softmax's and gather's made a zero-filled scatter and an exp
+      # pass. (The view of the logits is taken only now: one taken before the factor was written would be
+      # replayed as an as_strided view in backward, which zero-fills a copy of the whole gradient.)
+      surrogate = torch.dot(torch.reshape(logits, [-1]), torch.reshape(factor, [-1]))
+      loss = torch.add(loss, torch.sub(surrogate, torch.detach(surrogate)))
+    shape = torch.size(weights)
+    return (loss, torch.reshape(scored[1], shape), torch.reshape(scored[2], shape))
+class TokenLogProbs(Module):
+  __parameters__ = []
+  __buffers__ = []
+  training : bool
+  def forward(self: __torch__.TokenLogProbs, logits: Tensor, targets: Tensor, weights: Tensor) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+    # weights·log softmax(logits)[targets] per position (with its gradient), then per position the entropy, whether
+    # the target is the argmax, and the mean logit over the vocabulary.
+    gradient = torch.is_grad_enabled() and logits.requires_grad
+    factor = torch.reshape(torch.detach(logits), [-1, torch.size(logits, -1)])
+    scored = __torch__.scores(factor, torch.reshape(targets, [-1]), torch.reshape(weights, [-1]), gradient, True)
+    logp = torch.mul(torch.reshape(scored[0], torch.size(weights)), weights)
+    if gradient:
+      # d logp / d logits = weights·(onehot - softmax) = -factor, as in SftLoss but per position
+      rows = torch.sum(torch.mul(torch.reshape(logits, torch.size(factor)), factor), [-1])
+      surrogate = torch.reshape(rows, torch.size(weights))
+      logp = torch.add(logp, torch.sub(torch.detach(surrogate), surrogate))
+    shape = torch.size(weights)
+    return (logp, torch.reshape(scored[1], shape), torch.reshape(scored[2], shape), torch.reshape(scored[3], shape))
+def scores(x: Tensor, targets: Tensor, weights: Tensor, gradient: bool, mean_logit: bool) -> List[Tensor]:
+  # x [N, V] (no graph), targets [N], weights [N]: per row log softmax(x)[target], the entropy of softmax(x), 1.
+  # where the target is the argmax (the lowest index among equal maxima, as torch.argmax), the mean of x. One exp
+  # per logit, worked through in chunks of rows that stay in cache. When gradient, x is overwritten with
+  # weights·(softmax(x) - onehot(target)): its gradient factor, so the step allocates no second [N, V] array.
+  n = torch.size(x, 0)
+  v = torch.size(x, 1)
+  rows = max(1, 1048576 // v)
+  exps = x.new_empty([min(rows, n), v])
+  shifted = x.new_empty([min(rows, n), v])
+  targets2 = torch.unsqueeze(targets, 1)
+  weights2 = torch.unsqueeze(weights, 1)
+  logps = annotate(List[Tensor], [])
+  entropies = annotate(List[Tensor], [])
+  corrects = annotate(List[Tensor], [])
+  means = annotate(List[Tensor], [])
+  for start in range(0, n, rows):
+    end = min(start + rows, n)
+    xc = torch.slice(x, 0, start, end)
+    tc = torch.slice(targets2, 0, start, end)
+    e = torch.slice(exps, 0, 0, end - start)
+    b = torch.slice(shifted, 0, 0, end - start)
+    if mean_logit:
+      means.append(torch.mean(xc, [1]))
+    xt = torch.gather(xc, 1, tc)
+    # the largest other logit, with the target's own hidden for a moment
+    torch.scatter_(xc, 1, tc, -inf)
+    other = torch.amax(xc, [1], True)
+    torch.scatter_(xc, 1, tc, xt)
+    top = torch.maximum(other, xt)
+    torch.sub(xc, top, out=b)
+    torch.exp(b, out=e)
+    total = torch.sum(e, [1], True)
+    torch.mul_(b, e)
+    log_total = torch.log(total)
+    logps.append(torch.sub(torch.sub(xt, top), log_total))
+    # -Σ p·log p with p = e/total and log p = b - log total
+    entropies.append(torch.sub(log_total, torch.div(torch.sum(b, [1], True), total)))
+    correct = torch.gt(xt, other)
+    tied = torch.eq(xt, other)
+    if bool(torch.any(tied)):
+      # the target shares the maximum with another token: correct only if it has the lowest index
+      tied_rows = torch.squeeze(torch.nonzero(torch.squeeze(tied, 1)), 1)
+      first = torch.argmax(torch.index_select(xc, 0, tied_rows), 1, True)
+      correct = torch.index_put(correct, [tied_rows], torch.eq(first, torch.index_select(tc, 0, tied_rows)))
+    corrects.append(correct)
+    if gradient:
+      wc = torch.slice(weights2, 0, start, end)
+      torch.mul(e, torch.div(wc, total), out=xc)
+      torch.scatter_add_(xc, 1, tc, torch.neg(wc))
+  out = [torch.squeeze(torch.cat(logps), 1), torch.squeeze(torch.cat(entropies), 1),
+      torch.to(torch.squeeze(torch.cat(corrects), 1), 6)]
+  if mean_logit:
+    out.append(torch.cat(means))
+  return out
