@@ -75,38 +75,25 @@ public record CompletionRows(int rows, int columns, long[] inputIds, long[] posi
 
     /**
      * {@code log p(completion token | everything before it)} for {@code logits [rows, columns, V]}: {@code [rows,
-     * columns]}, exactly 0 outside the completions (and so with exactly zero gradient there).
+     * columns]}, exactly 0 outside the completions (and so with exactly zero gradient there). Consumes logits that
+     * carry a gradient ({@link TokenScores}); {@link #score} gives the token statistics from the same pass.
      */
     public NDArray tokenLogProbs(NDArray logits, NDManager manager) {
-        Shape shape = new Shape(rows, columns);
-        NDArray targetIndex = manager.create(targets, shape).expandDims(-1);
-        NDArray weight = manager.create(completionMask, shape);
-        return logits.logSoftmax(-1).gather(targetIndex, -1).squeeze(-1).mul(weight);
+        return score(logits, manager).logProbs();
     }
 
     /**
      * Per row, over its completion tokens: the summed entropy of the next-token distribution, the summed mean
      * logit over the vocabulary, and how many targets are the argmax (TRL's {@code entropy},
-     * {@code logits/*} and {@code mean_token_accuracy} before averaging). Read from {@code logits} without
-     * entering the graph; the temporaries are freed at once, each as large as the logits.
+     * {@code logits/*} and {@code mean_token_accuracy} before averaging).
      */
     public record Stats(double[] entropy, double[] meanLogit, long[] correct) {}
 
-    public Stats stats(NDArray logits) {
-        boolean gradMode = ai.djl.pytorch.jni.JniUtils.isGradMode();
-        ai.djl.pytorch.jni.JniUtils.setGradMode(false);
-        float[] entropy;
-        float[] meanLogit;
-        long[] argmax;
-        try (NDArray detached = logits.stopGradient(); NDArray logp = detached.logSoftmax(-1);
-                NDArray p = logp.exp(); NDArray plogp = p.mul(logp); NDArray h = plogp.sum(new int[] {-1}).neg();
-                NDArray mean = detached.mean(new int[] {-1}); NDArray best = detached.argMax(-1)) {
-            entropy = h.toFloatArray();
-            meanLogit = mean.toFloatArray();
-            argmax = best.toLongArray();
-        } finally {
-            ai.djl.pytorch.jni.JniUtils.setGradMode(gradMode);
-        }
+    /** {@link #tokenLogProbs} and the {@link Stats} of the same logits, read in one pass. */
+    public record Scored(NDArray logProbs, Stats stats) {}
+
+    public Scored score(NDArray logits, NDManager manager) {
+        TokenScores.PerToken scored = TokenScores.perToken(logits, targets, completionMask, manager);
         double[] entropySum = new double[rows];
         double[] logitSum = new double[rows];
         long[] correct = new long[rows];
@@ -114,13 +101,13 @@ public record CompletionRows(int rows, int columns, long[] inputIds, long[] posi
             for (int t = 0; t < columns; t++) {
                 int i = r * columns + t;
                 if (completionMask[i] != 0) {
-                    entropySum[r] += entropy[i];
-                    logitSum[r] += meanLogit[i];
-                    correct[r] += argmax[i] == targets[i] ? 1 : 0;
+                    entropySum[r] += scored.entropy()[i];
+                    logitSum[r] += scored.meanLogit()[i];
+                    correct[r] += scored.correct()[i] != 0 ? 1 : 0;
                 }
             }
         }
-        return new Stats(entropySum, logitSum, correct);
+        return new Scored(scored.logProbs(), new Stats(entropySum, logitSum, correct));
     }
 
     /** The completion mask as an array {@code [rows, columns]}. */

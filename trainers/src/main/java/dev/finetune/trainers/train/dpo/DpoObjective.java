@@ -49,11 +49,11 @@ public final class DpoObjective implements Objective<DpoBatch> {
         } else {
             throw new IllegalStateException("full fine-tuning DPO needs reference values precomputed before training");
         }
-        NDArray logits = forward.logits(inputs);
-        NDArray policy = sequenceLogProbs(logits, batch.rows(), manager);
+        CompletionRows.Scored scored = batch.rows().score(forward.logits(inputs), manager);
+        NDArray policy = scored.logProbs().sum(new int[] {1});
         DpoLoss.Result result = loss.compute(policy, reference, batch.rows().completionLengths(), manager);
         Map<String, Double> metrics = new LinkedHashMap<>(result.metrics());
-        metrics.putAll(tokenMetrics(batch.rows(), batch.pairs(), batch.rows().stats(logits)));
+        metrics.putAll(tokenMetrics(batch.rows(), batch.pairs(), scored.stats()));
         return new Loss(result.sum(), metrics);
     }
 

@@ -117,13 +117,13 @@ public final class GrpoObjective implements Objective<GrpoBatch> {
                 reference = rows.tokenLogProbs(NoGradient.logits(model, modelInputs), manager);
             }
         }
-        NDArray logits = forward.logits(modelInputs);
-        NDArray logp = rows.tokenLogProbs(logits, manager);
+        CompletionRows.Scored scoredRows = rows.score(forward.logits(modelInputs), manager);
+        NDArray logp = scoredRows.logProbs();
         GrpoLoss.Result result = settings.loss().compute(logp, logp.stopGradient(), reference, scored.advantages(),
                 mask, manager);
 
         Map<String, Double> metrics = new LinkedHashMap<>(result.metrics());
-        metrics.put("entropy", maskedMean(rows.stats(logits).entropy(), mask, rows));
+        metrics.put("entropy", maskedMean(scoredRows.stats().entropy(), mask, rows));
         metrics.putAll(scored.metrics());
         return new Loss(result.sum(), metrics, result.units());
     }
