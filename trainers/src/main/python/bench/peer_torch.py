@@ -143,8 +143,9 @@ def run_torch(a):
         if i == warmup:
             start = Counters()
         t0 = time.perf_counter()
-        logits = model(rows[i])
-        loss = F.cross_entropy(logits[:, :-1].reshape(-1, s["vocab"]), rows[i][:, 1:].reshape(-1))
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.autocast == "bf16"):
+            logits = model(rows[i])
+            loss = F.cross_entropy(logits[:, :-1].reshape(-1, s["vocab"]), rows[i][:, 1:].reshape(-1))
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
@@ -169,7 +170,8 @@ def run_torch(a):
           f"ffn={s['ffn']} seq={s['seq']} batch={s['batch']} steps={len(seconds)} loss_first={losses[0]:.4f} "
           f"loss_last={losses[-1]:.4f} threads={torch.get_num_threads()} cpu_per_wall={start.cpu_per_wall(end):.2f} "
           f"other_cpu={start.other_share(end):.2f} cpu_ms_per_step={(end.own - start.own) / len(seconds) * 1e3:.1f} "
-          f"omp_wait_policy={omp_wait_policy()} attn={a.attn} torch={torch.__version__} base_params={base_params}",
+          f"omp_wait_policy={omp_wait_policy()} attn={a.attn} torch={torch.__version__} base_params={base_params} "
+          f"compute={'bf16' if a.autocast == 'bf16' else 'fp32'}",
           flush=True)
 
 

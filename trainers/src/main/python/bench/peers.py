@@ -36,6 +36,8 @@ def main():
     t.add_argument("--attn", choices=("sdpa", "explicit"), default="sdpa",
                    help="F.scaled_dot_product_attention (default) or matmul + mask + softmax")
     t.add_argument("--grad-ckpt", action="store_true", help="recompute each decoder layer in backward")
+    t.add_argument("--autocast", choices=("none", "bf16"), default="none",
+                   help="bf16: torch.autocast('cpu', bfloat16) around forward and loss, as bench-train --bf16")
     h = sub.add_parser("hf-quickstart", help="transformers Trainer + PEFT on the quickstart recipe")
     h.add_argument("--recipe", default=os.path.join(REPO, "configs", "quickstart.yaml"))
     h.add_argument("--eval", action="store_true", help="evaluate and save as the recipe does (eval_steps, save_steps)")

@@ -61,7 +61,7 @@ public final class PlainProjection implements Projection {
 
     @Override
     public String script(String x, ScriptArguments arguments) {
-        return linear(x, arguments.tensor(weight), bias == null ? "None" : arguments.tensor(bias));
+        return linear(x, arguments.operand(weight), bias == null ? "None" : arguments.operand(bias));
     }
 
     /** TorchScript for {@code JniUtils.linear(x, weight, bias)}; {@code bias} may be {@code None}. */

@@ -51,6 +51,9 @@ final class BenchTrainCommand implements Callable<Integer> {
     @Option(names = "--grad-ckpt", description = "Recompute each decoder layer in the backward pass.")
     boolean gradientCheckpointing;
 
+    @Option(names = "--bf16", description = "bfloat16 mixed precision, as a recipe's bf16: true (peers.py torch --autocast bf16).")
+    boolean bfloat16;
+
     @Option(names = "--threads", description = "Engine intra-op threads (default: the engine's, one per core).")
     Integer threads;
 
@@ -85,7 +88,7 @@ final class BenchTrainCommand implements Callable<Integer> {
             throw new UserError("bench-train", "--steps must be >= 1 and --warmup-steps >= 0", "e.g. --steps 10 --warmup-steps 2");
         }
         TrainingBench.run(new TrainingBench.Settings(benchShape, benchMode, timed, warmup, gradientCheckpointing,
-                profile, waitQuiet), out);
+                profile, waitQuiet, bfloat16), out);
         return Main.OK;
     }
 

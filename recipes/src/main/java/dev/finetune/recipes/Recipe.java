@@ -106,6 +106,16 @@ public record Recipe(
         public boolean sixteenBit(boolean gpu) {
             return bf16 == Flag.TRUE || fp16 == Flag.TRUE || (bf16 == Flag.AUTO && gpu);
         }
+
+        /**
+         * Whether the CPU trainer computes in bfloat16 mixed precision: matrix multiplies and attention in bfloat16,
+         * weights, gradients, optimizer state and the residual stream in float32, as torch's CPU autocast runs a
+         * model. Only {@code bf16: true}: {@code auto} means float32 on a CPU, as Axolotl's {@code auto} looks for a
+         * GPU.
+         */
+        public boolean bfloat16OnCpu() {
+            return bf16 == Flag.TRUE;
+        }
     }
 
     public enum Flag { TRUE, FALSE, AUTO }

@@ -41,10 +41,6 @@ final class RecipeReader {
                     "use adapter: lora (the reference is the adapter switched off), or trl.beta: 0");
         }
         top.finish();
-        if (precision.bf16() == Flag.TRUE && hardware instanceof Recipe.Hardware.Cpu) {
-            problems.warn(top.at("bf16"), "bf16 has no effect on CPU: training computes in float32 there",
-                    "set bf16: auto to silence this warning");
-        }
         return new Recipe(model, adapter, data, training, batch, precision, objective, distributed, hardware, backend,
                 output);
     }

@@ -166,11 +166,11 @@ public final class LoraProjection implements Projection {
                 ? "torch.dropout(" + x + ", " + dropout + ", True)"
                 : x;
         // the arguments are named in the order they are first used, so each order keeps its own sequence
-        String low = PlainProjection.linear(input, arguments.tensor(referencing ? frozenA : a), "None");
+        String low = PlainProjection.linear(input, arguments.operand(referencing ? frozenA : a), "None");
         if (!scaleOutput) {
             low = "torch.mul(" + low + ", " + arguments.tensor(scalingTensor) + ")";
         }
-        String up = PlainProjection.linear(low, arguments.tensor(referencing ? frozenB : b), "None");
+        String up = PlainProjection.linear(low, arguments.operand(referencing ? frozenB : b), "None");
         return "torch.add(" + y + ", "
                 + (scaleOutput ? "torch.mul(" + up + ", " + arguments.tensor(scalingTensor) + ")" : up) + ")";
     }

@@ -57,7 +57,7 @@ public final class Nf4Projection implements Projection {
     @Override
     public String script(String x, ScriptArguments arguments) {
         NDArray dense = weight.dequantize(arguments.manager());
-        return PlainProjection.linear(x, arguments.tensor(dense), bias == null ? "None" : arguments.tensor(bias));
+        return PlainProjection.linear(x, arguments.operand(dense), bias == null ? "None" : arguments.operand(bias));
     }
 
     @Override

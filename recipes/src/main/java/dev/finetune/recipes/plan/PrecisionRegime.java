@@ -15,6 +15,13 @@ package dev.finetune.recipes.plan;
 public enum PrecisionRegime {
     /** Everything fp32: our CPU trainer (DESIGN.md §5), and plain PyTorch without autocast. */
     FP32("fp32 weights, gradients and optimizer state", 4, 4, 0, 4, 4, 4),
+    /**
+     * Our CPU trainer with {@code bf16: true}: fp32 weights, gradients and optimizer state, and during the step a
+     * bf16 copy of every weight a matrix multiply reads (kept for backward); activations are counted at fp32, since
+     * the residual stream, norms and logits stay fp32 (the bf16 matmul inputs make the real figure lower).
+     */
+    CPU_BF16_AUTOCAST("bf16 autocast: fp32 weights, gradients and optimizer state + a bf16 copy of each weight during the step",
+            6, 6, 0, 4, 4, 4),
     /** torchtune, LitGPT bf16-true, PEFT harness: torch optimizers keep state in the parameter dtype. */
     BF16_PURE("pure bf16: bf16 weights, gradients and optimizer state", 2, 2, 0, 2, 2, 2),
     /** bf16 weights and gradients, optimizer moments upcast to fp32. */

@@ -52,12 +52,15 @@ public final class RecipeSetup {
 
     /**
      * What a recipe costs per parameter, read the way Axolotl runs it: fp32 throughout on CPU (our CPU trainer,
-     * DESIGN.md §5); on GPU with bf16/fp16 the model is loaded in 16 bits, so a full fine-tune keeps gradients and
+     * DESIGN.md §5), with bf16 copies of the weights for the matmuls under {@code bf16: true}; on GPU with bf16/fp16 the model is loaded in 16 bits, so a full fine-tune keeps gradients and
      * torch AdamW's moments in 16 bits too (pure bf16, 8 B/param, as HF Trainer and torchtune do), while LoRA adapters
      * are kept in fp32 by PEFT (16 B per adapter parameter, the mixed-precision row). {@code --precision} overrides.
      */
     public static PrecisionRegime regime(Recipe recipe, Devices hardware) {
-        if (hardware.onCpu() || !recipe.precision().sixteenBit(true)) {
+        if (hardware.onCpu()) {
+            return recipe.precision().bfloat16OnCpu() ? PrecisionRegime.CPU_BF16_AUTOCAST : PrecisionRegime.FP32;
+        }
+        if (!recipe.precision().sixteenBit(true)) {
             return PrecisionRegime.FP32;
         }
         return recipe.adapter() instanceof AdapterSpec.Lora ? PrecisionRegime.MIXED_FP32_MASTER : PrecisionRegime.BF16_PURE;

@@ -85,7 +85,7 @@ class RecipeSetupTest {
     }
 
     @Test
-    void cpuIsFp32AndRegimeCanBeChosen() {
+    void cpuIsFp32UnlessBf16IsTrueAndRegimeCanBeChosen() {
         Recipe r = recipe(QLORA, Recipe.Flag.AUTO, Recipe.Optimizer.ADAMW_TORCH, false, new Recipe.Objective.Sft(), null,
                 new Recipe.Hardware.Cpu());
         Devices cpu = Devices.of(r.hardware());
@@ -93,8 +93,11 @@ class RecipeSetupTest {
         assertEquals(PrecisionRegime.FP32, RecipeSetup.of(r, "llama", LLAMA_8B, cpu, null, 1, 1, 0).precision());
         Recipe bf16 = recipe(QLORA, Recipe.Flag.TRUE, Recipe.Optimizer.ADAMW_TORCH, false, new Recipe.Objective.Sft(), null,
                 new Recipe.Hardware.Cpu());
-        assertEquals(PrecisionRegime.FP32, RecipeSetup.of(bf16, "llama", LLAMA_8B, cpu, null, 1, 1, 0).precision(),
-                "the CPU trainer computes in fp32 even when the recipe says bf16");
+        PrecisionRegime autocast = RecipeSetup.of(bf16, "llama", LLAMA_8B, cpu, null, 1, 1, 0).precision();
+        assertEquals(PrecisionRegime.CPU_BF16_AUTOCAST, autocast,
+                "bf16: true on CPU: bf16 matmuls over fp32 weights, gradients and optimizer state");
+        assertEquals(PrecisionRegime.FP32.frozenWeight() + 2, autocast.frozenWeight(), "each weight's bf16 copy counts");
+        assertEquals(PrecisionRegime.FP32.moment(), autocast.moment());
         assertEquals(PrecisionRegime.BF16_PURE, RecipeSetup.of(r, "llama", LLAMA_8B, ONE_24, PrecisionRegime.BF16_PURE, 1, 1, 0).precision());
         // bf16: auto means bf16 on a GPU.
         assertEquals(PrecisionRegime.MIXED_FP32_MASTER, RecipeSetup.of(r, "llama", LLAMA_8B, ONE_24, null, 1, 1, 0).precision());

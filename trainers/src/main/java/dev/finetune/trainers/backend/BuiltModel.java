@@ -16,6 +16,7 @@ import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
+import java.util.Locale;
 
 /**
  * The model as the recipe's {@link AdapterSpec} builds it, with its {@link TrainedWeights}: every weight trainable,
@@ -34,13 +35,17 @@ final class BuiltModel {
     }
 
     static BuiltModel forTraining(Recipe recipe, Path modelDir, NDManager manager) {
+        BuiltModel built;
         if (recipe.adapter() instanceof AdapterSpec.Lora spec) {
             LoraFactory factory = new LoraFactory(spec, manager, recipe.training().seed());
             LlamaModel model = LlamaModel.load(modelDir, manager, LoadOptions.adapters(factory));
             factory.requireMatches();
-            return new BuiltModel(model, new TrainedWeights.Adapter(spec, factory));
+            built = new BuiltModel(model, new TrainedWeights.Adapter(spec, factory));
+        } else {
+            built = new BuiltModel(LlamaModel.load(modelDir, manager, LoadOptions.fullFineTune()), new TrainedWeights.Full());
         }
-        return new BuiltModel(LlamaModel.load(modelDir, manager, LoadOptions.fullFineTune()), new TrainedWeights.Full());
+        built.model.setBfloat16Compute(recipe.precision().bfloat16OnCpu());
+        return built;
     }
 
     LlamaModel model() {
@@ -57,7 +62,14 @@ final class BuiltModel {
 
     /** Which layers train and how many parameters that is, e.g. for a LoRA recipe the matched modules. */
     String describe() {
-        return weights.describe(model);
+        String compute = model.bfloat16Compute()
+                ? "compute: bf16 mixed precision (bf16: true): matrix multiplies and attention in bfloat16; weights, "
+                        + "gradients, optimizer state, norms and the loss in float32" + (CpuFeatures.bfloat16Units()
+                                ? "" : "; this CPU has no bfloat16 instructions (avx512_bf16, amx_bf16), so this is "
+                                        + "slower than float32 here: set bf16: false")
+                        + "%n"
+                : "";
+        return weights.describe(model) + String.format(Locale.ROOT, compute);
     }
 
     /**

@@ -55,9 +55,10 @@ public final class TrainingBench {
      * @param warmupSteps untimed steps first
      * @param profile where one more step's chrome trace goes, or {@code null} for none
      * @param waitQuiet seconds to wait at most for other processes to go quiet before training; 0 not to wait
+     * @param bfloat16 bfloat16 mixed precision, as a recipe's {@code bf16: true} (the peer's {@code --autocast bf16})
      */
     public record Settings(BenchShape shape, Mode mode, int steps, int warmupSteps, boolean gradientCheckpointing,
-            Path profile, double waitQuiet) {}
+            Path profile, double waitQuiet, boolean bfloat16) {}
 
     private TrainingBench() {}
 
@@ -79,7 +80,9 @@ public final class TrainingBench {
                     ? LoadOptions.fullFineTune()
                     : LoadOptions.adapters(new LoraFactory(
                             new AdapterSpec.Lora(8, 16, 0, LORA_TARGETS, false, false, null), manager, SEED));
-            LlamaTrainable model = new LlamaTrainable(LlamaModel.fromWeights(config, manager, weights, load));
+            LlamaModel llama = LlamaModel.fromWeights(config, manager, weights, load);
+            llama.setBfloat16Compute(settings.bfloat16());
+            LlamaTrainable model = new LlamaTrainable(llama);
             long baseParams = weights.values().stream().mapToLong(NDArray::size).sum();
             long trainable = model.trainable().stream().mapToLong(p -> p.array().size()).sum();
             long params = benchMode == Mode.FULL ? baseParams : baseParams + trainable;
@@ -115,7 +118,8 @@ public final class TrainingBench {
                             + "step_ms_min=%.1f step_ms_max=%.1f peak_rss_mb=%.1f params=%d trainable=%d matmul_params=%d "
                             + "flops_per_token=%d gflops=%.1f attn_flops_per_token=%d gflops_with_attn=%.1f mode=%s "
                             + "grad_ckpt=%d vocab=%d dim=%d layers=%d heads=%d kv_heads=%d ffn=%d seq=%d batch=%d steps=%d "
-                            + "loss_first=%.4f loss_last=%.4f threads=%d cpu_per_wall=%.2f other_cpu=%.2f cpu_ms_per_step=%.1f omp_wait_policy=%s%n",
+                            + "loss_first=%.4f loss_last=%.4f threads=%d cpu_per_wall=%.2f other_cpu=%.2f cpu_ms_per_step=%.1f omp_wait_policy=%s "
+                            + "compute=%s%n",
                     tokensPerSecond, tokensPerStep / median, median * 1e3, sorted[0] * 1e3,
                     sorted[sorted.length - 1] * 1e3, times.peakMegabytes(), params, trainable, matmulParams,
                     flopsPerToken, tokensPerSecond * flopsPerToken / 1e9, attentionFlopsPerToken,
@@ -123,7 +127,8 @@ public final class TrainingBench {
                     gradientCheckpointing ? 1 : 0, benchShape.vocab, benchShape.dim, benchShape.layers, benchShape.heads,
                     benchShape.kvHeads, benchShape.ffn, benchShape.seq, benchShape.batch, seconds.length,
                     times.firstLoss(), times.lastLoss(), JniUtils.getNumThreads(), times.cpuPerWall(), times.otherCpu(),
-                    times.cpuMillisPerStep(), System.getenv().getOrDefault("OMP_WAIT_POLICY", "default"));
+                    times.cpuMillisPerStep(), System.getenv().getOrDefault("OMP_WAIT_POLICY", "default"),
+                    llama.bfloat16Compute() ? "bf16" : "fp32");
             out.flush();
         } finally {
             try (Stream<Path> files = Files.walk(outputDir)) {

@@ -86,7 +86,9 @@ public final class DecoderLayer {
     private NDArray forward(NDArray hidden, RotaryEmbedding.Angles angles, NDArray mask, KvCache cache, boolean inference,
             boolean causal) {
         if (scripts.enabled()) {
-            LayerScripts.Arguments arguments = new LayerScripts.Arguments(hidden.getManager());
+            // generation (a KV cache, or PEFT's order of rounding) keeps float32 throughout
+            LayerScripts.Arguments arguments = new LayerScripts.Arguments(hidden.getManager(),
+                    scripts.bfloat16() && !inference && cache == null);
             String source = script(arguments, hidden, angles, mask, cache, inference, causal);
             if (source != null) {
                 return scripts.run(source, arguments);
@@ -154,7 +156,9 @@ public final class DecoderLayer {
      * {@code silu}. Everything else is the op-by-op path's ops in its order, random draws included, so the two
      * agree to float rounding (attention sums in another order: about 1e-6). With a KV cache (generation) the
      * module stores the new keys and values into the cache's buffers in place and attends over every filled slot,
-     * so generation runs the same kernels as training and as transformers.
+     * so generation runs the same kernels as training and as transformers. Under bfloat16 compute
+     * ({@link LlamaModel#setBfloat16Compute}) the projections and attention read bfloat16 copies made inside the
+     * module, and what they return meets the float32 residual stream again.
      */
     private String script(LayerScripts.Arguments arguments, NDArray hidden, RotaryEmbedding.Angles angles, NDArray mask,
             KvCache cache, boolean inference, boolean causal) {
@@ -167,20 +171,32 @@ public final class DecoderLayer {
             arguments.named("cache_k", buffers[0]);
             arguments.named("cache_v", buffers[1]);
         }
+        boolean bf16 = arguments.bfloat16();
         String[] projected = new String[7];
         Projection[] order = {query, key, value, output, gate, up, down};
-        String[] inputs = {"x", "x", "x", "merged", "x2", "x2", "gated"};
+        String[] inputs = bf16
+                ? new String[] {"xb", "xb", "xb", "merged", "x2b", "x2b", "gated"}
+                : new String[] {"x", "x", "x", "merged", "x2", "x2", "gated"};
         for (int i = 0; i < order.length; i++) {
             projected[i] = inference ? order[i].inferScript(inputs[i], arguments) : order[i].script(inputs[i], arguments);
             if (projected[i] == null) {
                 return null;
             }
         }
+        if (bf16) {
+            // bfloat16 mixed precision, as torch's CPU autocast runs a Llama: matrix multiplies and attention in
+            // bfloat16; the residual stream, norms and rotary in float32 (q and k come back to float32 for them)
+            projected[0] = LayerScripts.Arguments.toFloat32(projected[0]);
+            projected[1] = LayerScripts.Arguments.toFloat32(projected[1]);
+        }
         int groups = heads / kvHeads;
         StringBuilder body = new StringBuilder();
         line(body, "b = hidden.size(0)");
         line(body, "t = hidden.size(1)");
         line(body, "x = " + norm(inputNorm, "hidden", arguments, inference));
+        if (bf16) {
+            line(body, "xb = " + LayerScripts.Arguments.toBfloat16("x"));
+        }
         line(body, "q = torch.reshape(" + projected[0] + ", [b, t, " + heads + ", " + headDim + "])");
         if (queryNorm != null) {
             line(body, "q = " + norm(queryNorm, "q", arguments, inference));
@@ -197,6 +213,10 @@ public final class DecoderLayer {
         line(body, "q = torch.add(torch.mul(q, cos), torch.mul(torch.cat([torch.neg(hq[1]), hq[0]], 3), sin))");
         line(body, "hk = torch.chunk(k, 2, 3)");
         line(body, "k = torch.add(torch.mul(k, cos), torch.mul(torch.cat([torch.neg(hk[1]), hk[0]], 3), sin))");
+        if (bf16) {
+            line(body, "q = " + LayerScripts.Arguments.toBfloat16("q"));
+            line(body, "k = " + LayerScripts.Arguments.toBfloat16("k"));
+        }
         if (cache != null) {
             // The new slots end where the mask ends (it spans every filled slot); attention reads all of them.
             line(body, "end = mask.size(3)");
@@ -210,16 +230,19 @@ public final class DecoderLayer {
             line(body, "k = torch.repeat_interleave(k, " + groups + ", 1)");
             line(body, "v = torch.repeat_interleave(v, " + groups + ", 1)");
         }
-        line(body, "mixed = torch.scaled_dot_product_attention(q, k, v, " + (causal ? "None, 0., True" : "mask, 0., False")
+        String additiveMask = bf16 ? LayerScripts.Arguments.toBfloat16("mask") : "mask";
+        line(body, "mixed = torch.scaled_dot_product_attention(q, k, v, " + (causal ? "None, 0., True" : additiveMask + ", 0., False")
                 + ", scale=" + 1.0 / Math.sqrt(headDim) + ")");
         line(body, "merged = torch.reshape(torch.permute(mixed, [0, 2, 1, 3]), [b, t, " + (long) heads * headDim + "])");
         line(body, "residual = torch.add(hidden, " + projected[3] + ")");
         line(body, "x2 = " + norm(postAttentionNorm, "residual", arguments, inference));
+        if (bf16) {
+            line(body, "x2b = " + LayerScripts.Arguments.toBfloat16("x2"));
+        }
         line(body, "g = " + projected[4]);
         line(body, "gated = torch.mul(torch.silu(g), " + projected[5] + ")");
         line(body, "return torch.add(residual, " + projected[6] + ")");
-        return "class Layer(Module):\n  __parameters__ = []\n  __buffers__ = []\n  training : bool\n"
-                + "  def forward(self: __torch__.Layer" + arguments.signature() + ") -> Tensor:\n" + body;
+        return arguments.module(body);
     }
 
     private static void line(StringBuilder body, String statement) {

@@ -7,6 +7,7 @@ import ai.djl.ndarray.types.Shape;
 import ai.djl.pytorch.engine.PtNDArray;
 import ai.djl.pytorch.jni.JniUtils;
 import dev.finetune.adapters.NamedArray;
+import dev.finetune.adapters.PlainProjection;
 import dev.finetune.adapters.Projection;
 import dev.finetune.adapters.Scalars;
 import dev.finetune.adapters.io.SafetensorsReader;
@@ -208,6 +209,20 @@ public final class LlamaModel {
         scripts.setEnabled(scripted);
     }
 
+    /**
+     * Training computes in bfloat16 mixed precision (the recipe's {@code bf16: true}): matrix multiplies and
+     * attention in bfloat16 on the CPU's bfloat16 units, everything else and every stored weight, gradient and
+     * optimizer state in float32, as torch's CPU autocast does. Needs the compiled layers; generation keeps float32.
+     */
+    public void setBfloat16Compute(boolean bfloat16) {
+        scripts.setBfloat16(bfloat16);
+    }
+
+    /** Whether {@link #setBfloat16Compute} is on and the compiled layers that carry it out are too. */
+    public boolean bfloat16Compute() {
+        return scripts.bfloat16() && scripts.enabled();
+    }
+
     /** The manager that owns the weights and the model's constants. */
     public NDManager manager() {
         return manager;
@@ -259,6 +274,18 @@ public final class LlamaModel {
     /** {@code hidden [B, T, C]} → logits {@code [B, T, V]}. */
     public NDArray finalNormAndHead(NDArray hidden) {
         NDArray normed = finalNorm.forward(hidden);
+        if (bfloat16Compute()) {
+            LayerScripts.Arguments arguments = new LayerScripts.Arguments(normed.getManager(), true);
+            arguments.named("normed", normed);
+            String logits = head == null
+                    ? PlainProjection.linear("xb", arguments.operand(embedding.array()), "None")
+                    : head.script("xb", arguments);
+            if (logits != null) {
+                // float32 logits: the loss's log-softmax runs in float32, as under autocast
+                return scripts.run(arguments.module("    xb = " + LayerScripts.Arguments.toBfloat16("normed") + "\n"
+                        + "    return " + LayerScripts.Arguments.toFloat32(logits) + "\n"), arguments);
+            }
+        }
         return head == null ? tiedHead(normed) : head.forward(normed);
     }
 

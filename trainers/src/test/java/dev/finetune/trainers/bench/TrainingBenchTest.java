@@ -17,7 +17,7 @@ class TrainingBenchTest {
     void tinyLoraPrintsThePeerLineWithTheShapesParameterCounts() throws Exception {
         StringWriter text = new StringWriter();
         BenchShape tiny = BenchShape.TINY;
-        TrainingBench.run(new TrainingBench.Settings(tiny, TrainingBench.Mode.LORA, 2, 1, false, null, 0),
+        TrainingBench.run(new TrainingBench.Settings(tiny, TrainingBench.Mode.LORA, 2, 1, false, null, 0, false),
                 new PrintWriter(text));
         List<String> lines = text.toString().lines().toList();
         assertEquals(1, lines.stream().filter(l -> l.contains(" warmup ms=")).count(), text.toString());
