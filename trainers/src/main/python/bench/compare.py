@@ -7,7 +7,10 @@ Each round runs every pair in turn, ours then the peer's, so a drift of the mach
   - the quickstart: `./finetune configs/quickstart.yaml` (wall clock of the whole command; median of the per-step
     tokens_per_second in its metrics.jsonl) against `peers.py hf-quickstart --eval` (transformers Trainer + PEFT);
   - bench-train small and medium, lora and full, against `peers.py torch --attn sdpa` (tokens/s, peak RSS);
-  - the fp32 GEMM peak of the engine against torch's, and the medium full run's share of the engine's peak.
+  - the fp32 GEMM peak of the engine against torch's, and the medium full run's share of the engine's peak;
+  - floor: `peers.py floor`, one step's matmuls and attention alone with torch's kernels, the tokens/s no fp32
+    trainer using them can pass, next to the peer's (so the best ratio there is to reach);
+  - bf16 (only when asked): bench-train --bf16 against the torch peer under CPU autocast, same shapes.
 Only the standard library: run it with any Python 3.10+, the peers run with the project's .venv.
 Figures mean something only on a quiet machine: the table carries the worst cpu_per_wall and other_cpu seen.
 --quick runs the tiny shape for 2 steps and 3 quickstart steps, once: a check that everything runs, not a measurement.
@@ -86,13 +89,14 @@ def quickstart(a, t, env, scratch, i):
     shutil.rmtree(peer_out, ignore_errors=True)
 
 
-def bench(a, t, env, shape, mode):
+def bench(a, t, env, shape, mode, bf16=False):
     steps = ["--steps", "2", "--warmup-steps", "1"] if a.quick else []
-    work = f"{shape} {mode}"
+    work = f"{shape} {mode}" + (" bf16" if bf16 else "")
     for side, cmd, prefix in (
-            ("ours", ["./finetune", "bench-train", "--shape", shape, "--mode", mode] + steps, "finetune"),
-            ("peer", [a.python, PEERS, "torch", "--attn", "sdpa", "--shape", shape, "--mode", mode] + steps,
-             "peer_torch")):
+            ("ours", ["./finetune", "bench-train", "--shape", shape, "--mode", mode] + steps
+             + (["--bf16"] if bf16 else []), "finetune"),
+            ("peer", [a.python, PEERS, "torch", "--attn", "sdpa", "--shape", shape, "--mode", mode] + steps
+             + (["--autocast", "bf16"] if bf16 else []), "peer_torch")):
         f, _ = run(cmd, env, prefix)
         t.add(work, side, "tok_s", f["tokens_per_s"])
         t.add(work, side, "rss_mb", f["peak_rss_mb"])
@@ -101,6 +105,14 @@ def bench(a, t, env, shape, mode):
         print(f"  {prefix} {work} tokens_per_s={f['tokens_per_s']} peak_rss_mb={f['peak_rss_mb']} "
               f"cpu_per_wall={f['cpu_per_wall']} other_cpu={f['other_cpu']} omp_wait_policy={f['omp_wait_policy']}",
               flush=True)
+
+
+def floor(a, t, env, shape, mode):
+    f, _ = run([a.python, PEERS, "floor", "--shape", shape, "--mode", mode], env, "peer_floor")
+    t.add(f"{shape} {mode}", "floor", "tok_s", f["tokens_per_s_ceiling"])
+    t.seen(f)
+    print(f"  peer_floor {shape} {mode} tokens_per_s_ceiling={f['tokens_per_s_ceiling']} "
+          f"other_cpu={f['other_cpu']}", flush=True)
 
 
 def gemm(a, t, env):
@@ -115,8 +127,8 @@ def gemm(a, t, env):
 def report(a, t, shapes):
     lines = ["| work | ours | peer | ratio (ours/peer) |", "|---|---|---|---|"]
 
-    def row(label, work, metric, fmt, higher_is_better=True):
-        o, p = t.median(work, "ours", metric), t.median(work, "peer", metric)
+    def row(label, work, metric, fmt, higher_is_better=True, ours="ours"):
+        o, p = t.median(work, ours, metric), t.median(work, "peer", metric)
         ratio = o / p if p else float("nan")
         lines.append(f"| {label} | {fmt.format(o)} | {fmt.format(p)} | {ratio:.2f}×"
                      f"{'' if higher_is_better else ' (lower is better)'} |")
@@ -129,6 +141,13 @@ def report(a, t, shapes):
             for mode in ("lora", "full"):
                 row(f"{shape} {mode} tokens/s", f"{shape} {mode}", "tok_s", "{:.0f}")
                 row(f"{shape} {mode} peak RSS MB", f"{shape} {mode}", "rss_mb", "{:.0f}", higher_is_better=False)
+                if "floor" in a.only:
+                    row(f"{shape} {mode}: fp32 kernel floor, tokens/s (best any trainer on torch's kernels can do)",
+                        f"{shape} {mode}", "tok_s", "{:.0f}", ours="floor")
+    if "bf16" in a.only:
+        for shape in shapes:
+            for mode in ("lora", "full"):
+                row(f"{shape} {mode} bf16 tokens/s (peer: CPU autocast)", f"{shape} {mode} bf16", "tok_s", "{:.0f}")
     if "gemm" in a.only:
         row("fp32 GEMM 2048³ GFLOP/s", "gemm", "gflops", "{:.1f}")
         big = shapes[-1]
@@ -146,7 +165,8 @@ def report(a, t, shapes):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--runs", type=int, default=3, help="rounds; medians over them (default 3)")
-    ap.add_argument("--only", default="quickstart,train,gemm", help="any of quickstart,train,gemm")
+    ap.add_argument("--only", default="quickstart,train,gemm,floor",
+                    help="any of quickstart,train,gemm,floor,bf16 (default: all but bf16)")
     ap.add_argument("--omp-wait-policy", choices=("ACTIVE", "PASSIVE"),
                     help="set for both sides (default: each tool's own; the launcher decides for finetune)")
     ap.add_argument("--python", default=os.path.join(REPO, ".venv", "bin", "python"),
@@ -176,6 +196,12 @@ def main():
                 for shape in shapes:
                     for mode in ("lora", "full"):
                         bench(a, t, env, shape, mode)
+                        if "floor" in a.only:
+                            floor(a, t, env, shape, mode)
+            if "bf16" in a.only:
+                for shape in shapes:
+                    for mode in ("lora", "full"):
+                        bench(a, t, env, shape, mode, bf16=True)
             if "quickstart" in a.only:
                 quickstart(a, t, env, scratch, i)
     finally:

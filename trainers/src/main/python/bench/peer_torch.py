@@ -175,6 +175,63 @@ def run_torch(a):
           flush=True)
 
 
+def step_kernels(s, mode):
+    """The matrix multiplies and attention of one training step of shape s, as (label, count, thunk): forward,
+    the input gradients, and in full mode the weight gradients; LoRA's rank-8 products are left out (under 1 % of
+    the FLOPs). Layer 0's q/k/v input gradient is counted though autograd skips it in LoRA mode: a floor, not a
+    model, so it errs towards more work only where that is negligible."""
+    n, dim, kv = s["batch"] * s["seq"], s["dim"], s["kv_heads"] * (s["dim"] // s["heads"])
+    shapes = [(dim, dim), (dim, kv), (dim, kv), (dim, dim), (dim, s["ffn"]), (dim, s["ffn"]), (s["ffn"], dim)]
+    kernels = []
+    for n_in, n_out in set(shapes):
+        count = shapes.count((n_in, n_out)) * s["layers"]
+        x, w, g = torch.randn(n, n_in), torch.randn(n_out, n_in), torch.randn(n, n_out)
+        kernels.append((f"forward {n}x{n_in}·{n_in}x{n_out}", count, lambda x=x, w=w: F.linear(x, w)))
+        kernels.append((f"input grad {n}x{n_out}·{n_out}x{n_in}", count, lambda g=g, w=w: g @ w))
+        if mode == "full":
+            kernels.append((f"weight grad {n_out}x{n}·{n}x{n_in}", count, lambda g=g, x=x: g.t() @ x))
+    x, w, g = torch.randn(n, dim), torch.randn(s["vocab"], dim), torch.randn(n, s["vocab"])
+    kernels.append((f"lm_head forward {n}x{dim}·{dim}x{s['vocab']}", 1, lambda: F.linear(x, w)))
+    kernels.append((f"lm_head input grad {n}x{s['vocab']}·{s['vocab']}x{dim}", 1, lambda: g @ w))
+    if mode == "full":
+        kernels.append((f"lm_head weight grad {s['vocab']}x{n}·{n}x{dim}", 1, lambda: g.t() @ x))
+    hd = dim // s["heads"]
+    q = torch.randn(s["batch"], s["heads"], s["seq"], hd, requires_grad=True)
+    k = torch.randn(s["batch"], s["heads"], s["seq"], hd, requires_grad=True)
+    v = torch.randn(s["batch"], s["heads"], s["seq"], hd, requires_grad=True)
+
+    def attention():
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        out.backward(torch.ones_like(out))
+    kernels.append((f"causal sdpa forward+backward {s['batch']}x{s['heads']}x{s['seq']}x{hd}", s["layers"], attention))
+    return kernels
+
+
+def run_floor(a):
+    """Times each kernel of one step at its shape (median of 5 after 2 untimed) and prints what they add up to:
+    the step time with every elementwise op, copy, loss and optimizer update free, and the tokens/s it allows."""
+    s = read_shapes()[a.shape]
+    total = 0.0
+    start = Counters()
+    for label, count, thunk in step_kernels(s, a.mode):
+        for _ in range(2):
+            thunk()
+        times = []
+        for _ in range(5):
+            t0 = time.perf_counter()
+            thunk()
+            times.append(time.perf_counter() - t0)
+        ms = statistics.median(times) * 1e3
+        total += ms * count
+        print(f"  {label}: {ms:.2f} ms × {count}", flush=True)
+    end = Counters()
+    tokens = s["batch"] * s["seq"]
+    print(f"peer_floor shape={a.shape} mode={a.mode} kernel_ms_per_step={total:.1f} "
+          f"tokens_per_s_ceiling={tokens / total * 1e3:.1f} threads={torch.get_num_threads()} "
+          f"cpu_per_wall={start.cpu_per_wall(end):.2f} other_cpu={start.other_share(end):.2f} torch={torch.__version__}",
+          flush=True)
+
+
 def run_gemm(a):
     """fp32 2048x2048 by 2048x2048, two untimed then the median of ten, as bench-train --gemm-peak."""
     n, runs = 2048, 10

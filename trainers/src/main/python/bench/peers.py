@@ -4,6 +4,8 @@
   peers.py torch --shape small --mode lora      plain eager torch on bench-train's model, step and data sizes
   peers.py hf-quickstart [--eval]               transformers Trainer + PEFT LoRA doing configs/quickstart.yaml's work
   peers.py gemm                                 torch's fp32 GEMM ceiling, as bench-train --gemm-peak measures it
+  peers.py floor --shape medium --mode lora     one step's matmuls and attention alone: the tokens/s no fp32
+                                                trainer with these kernels can pass
 
 Both print per-step lines, then one summary line in bench-train's key=value form, starting with the peer's name
 (`peer_torch ...`, `peer_hf ...`) where bench-train's starts with `finetune`. The shapes come from the table
@@ -18,7 +20,7 @@ import measure  # noqa: F401  (first: its STARTED is taken before torch is impor
 import torch  # noqa: E402
 
 from peer_hf import run_hf  # noqa: E402
-from peer_torch import run_gemm, run_torch  # noqa: E402
+from peer_torch import run_floor, run_gemm, run_torch  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", "..", "..", "..", ".."))
@@ -44,7 +46,10 @@ def main():
     h.add_argument("--max-steps", type=int, default=0, help="stop after N steps (0: the recipe's epochs)")
     h.add_argument("--out", default=os.path.join(REPO, "out", "peer-hf"), help="the Trainer's output folder")
     g = sub.add_parser("gemm", help="torch's fp32 GEMM ceiling (2048³ matmul, median of 10)")
-    for p in (t, h, g):
+    f = sub.add_parser("floor", help="one step's matmuls and attention alone, each timed at its shape")
+    f.add_argument("--shape", default="medium", help="a row of shapes.tsv")
+    f.add_argument("--mode", choices=("lora", "full"), default="lora")
+    for p in (t, h, g, f):
         p.add_argument("--threads", type=int, default=os.cpu_count(),
                        help="torch threads (default: one per core, as finetune's engine)")
     a = ap.parse_args()
@@ -55,6 +60,8 @@ def main():
         run_torch(a)
     elif a.peer == "gemm":
         run_gemm(a)
+    elif a.peer == "floor":
+        run_floor(a)
     else:
         run_hf(a)
 
