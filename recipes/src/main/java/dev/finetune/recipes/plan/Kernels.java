@@ -12,13 +12,22 @@ public record Kernels(Layers layers, Loss loss, Attention attention) {
         this(layers, loss, Attention.FUSED);
     }
 
-    /** Whether the attention weights of every layer exist as a {@code [B, heads, T, T]} tensor. */
+    /** Whether the attention weights of every layer exist as a {@code [B, heads, T, T]} tensor, and which scores are computed. */
     public enum Attention {
-        /** SDPA / FlashAttention: only a log-sum-exp per head and token is kept (counted in the per-token bytes). */
+        /**
+         * SDPA / FlashAttention: only a log-sum-exp per head and token is kept (counted in the per-token bytes), and
+         * the blocks above the causal diagonal are skipped.
+         */
         FUSED("fused attention"),
         /**
-         * Composed from matmul, mask and softmax (the single-device DJL trainer): autograd keeps each layer's softmax
-         * output, {@code B × heads × T × T}, and the additive mask {@code B × T × T} in fp32 is shared by all layers.
+         * Fused attention given an additive mask (packing, padding: the single-device trainer), so it keeps what
+         * {@link #FUSED} keeps but computes every score.
+         */
+        FUSED_MASKED("fused attention, every score computed"),
+        /**
+         * Composed from matmul, mask and softmax (the single-device trainer's op-by-op layers, a debugging switch):
+         * autograd keeps each layer's softmax output, {@code B × heads × T × T}, and the additive mask
+         * {@code B × T × T} in fp32 is shared by all layers.
          */
         SCORES("attention weights kept");
 
@@ -62,7 +71,12 @@ public record Kernels(Layers layers, Loss loss, Attention attention) {
          * per-row log-sum-exp are kept, the fp32 work stays inside one fused kernel per chunk. Eager: each chunk's fp32
          * log-softmax is kept.
          */
-        CHUNKED("chunked cross-entropy");
+        CHUNKED("chunked cross-entropy"),
+        /**
+         * The single-device trainer's one pass over the logits ({@code TokenScores}): the fp32 logits, then the loss's
+         * gradient factor written into their storage, and in backward the logits' gradient: 8 B/logit.
+         */
+        IN_PLACE("one pass over fp32 logits, gradient factor in place");
 
         private final String label;
 
@@ -80,8 +94,12 @@ public record Kernels(Layers layers, Loss loss, Attention attention) {
         return new Kernels(Layers.EAGER, Loss.FULL);
     }
 
-    /** The single-device DJL trainer: eager layers, a full loss, attention composed of plain ops. */
+    /**
+     * The single-device DJL trainer: each layer one compiled module of eager ops with torch's fused attention (told
+     * the mask, so computing every score, unless no row is packed or padded), and the loss in one pass over the
+     * logits.
+     */
     public static Kernels singleDevice() {
-        return new Kernels(Layers.EAGER, Loss.FULL, Attention.SCORES);
+        return new Kernels(Layers.EAGER, Loss.IN_PLACE, Attention.FUSED_MASKED);
     }
 }

@@ -54,6 +54,8 @@ public final class MemoryModel {
             case FULL -> act + 4 + act;
             // + the fp32 copy the model returns, and its fp32 gradient
             case UPCAST_FP32 -> act == 4 ? 12 : act + 4 + 4 + 4 + act;
+            // the logits are float32 whatever the matmuls ran in
+            case IN_PLACE -> 4 + 4;
             case CHUNKED -> kernels.layers() == Kernels.Layers.FUSED
                     ? act + (double) act / LOSS_CHUNKS
                     : 4 + (4.0 + act) / LOSS_CHUNKS;

@@ -128,7 +128,8 @@ public final class TimeModel {
         double decoder = layers * layerMatmul;
         double head = (double) c.hiddenSize() * c.vocabSize();
         long hq = (long) c.numAttentionHeads() * c.headDim();
-        double attention = (s.kernels().attention() == Kernels.Attention.SCORES ? 4.0 : 2.0) * layers * hq * s.trainedSequenceLength();
+        boolean everyScore = s.kernels().attention() != Kernels.Attention.FUSED;
+        double attention = (everyScore ? 4.0 : 2.0) * layers * hq * s.trainedSequenceLength();
         double adapters = 0;
         if (s.adapter() instanceof AdapterSpec.Lora lora) {
             for (Tensor t : p.loraTargets(s.adapter())) {
@@ -149,8 +150,7 @@ public final class TimeModel {
             total = 6 * n + 3 * attention;
             terms.add("6 × " + count(n) + " matmul params");
         }
-        terms.add("3 × " + si(attention) + "FLOP attention (2·L·h_q·s" + (s.kernels().attention() == Kernels.Attention.SCORES
-                ? " × 2, every score computed" : "") + ")");
+        terms.add("3 × " + si(attention) + "FLOP attention (2·L·h_q·s" + (everyScore ? " × 2, every score computed" : "") + ")");
         if (lora) {
             terms.add("3 × " + si(adapters) + "FLOP adapters");
         }

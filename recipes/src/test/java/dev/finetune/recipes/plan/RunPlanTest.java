@@ -226,6 +226,11 @@ class RunPlanTest {
         RunPlan run = RunPlan.of(v, dir, null, Devices.of(v.recipe().hardware()), null, rates);
         CpuOverhead overhead = run.time().overhead();
         assertEquals(600 + 15 * 70, overhead.calls());
+        // The trainer's fused attention keeps no [B, heads, T, T] scores, and its one pass over the logits keeps the
+        // fp32 logits and, in backward, their gradient: 8 B per logit; but every score is still computed and worked.
+        MemoryEstimate memory = run.memory().estimate();
+        assertTrue(memory.terms().stream().noneMatch(t -> t.name().equals("attention_weights")), memory.terms().toString());
+        assertEquals(4L * 256 * 512 * 8, memory.term("logits").in(Phase.FORWARD_BACKWARD));
         double scores = 14.0 * 5 * 4 * 8 * 256 * 256 * 4;
         assertEquals(587_202_560.0, scores);
         assertTrue(overhead.bytes() > scores, overhead.how());
