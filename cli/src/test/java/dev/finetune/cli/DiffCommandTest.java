@@ -17,14 +17,15 @@ class DiffCommandTest {
     void aChangedKeyShowsWithItsBatchPlanConsequences(@TempDir Path dir) throws IOException {
         Path recipes = ValidateManyTest.repository(dir);
         Path bigger = recipes.resolve("bigger.yaml");
-        Files.writeString(bigger, Files.readString(recipes.resolve("lora.yaml")).replace("micro_batch_size: 2", "micro_batch_size: 4"));
+        // four times the tokens per micro step: enough activations more (about 11 MB) to move the peak at 0.01 GiB
+        Files.writeString(bigger, Files.readString(recipes.resolve("lora.yaml")).replace("micro_batch_size: 2", "micro_batch_size: 8"));
         InProcess.Run run = InProcess.finetune("diff", recipes.resolve("lora.yaml").toString(), bigger.toString());
         assertEquals(0, run.exit(), run.err());
-        assertTrue(run.out().contains("recipe: 1 key differ\n  micro_batch_size: 2 -> 4\n"), run.out());
-        // 8 rows: 4 steps per epoch at micro batch 2, 2 at micro batch 4.
-        assertTrue(run.out().contains("  batch: micro 2 x ranks 1 x accumulation 1 = global 2 -> micro 4 x ranks 1 x accumulation 1 = global 4"),
+        assertTrue(run.out().contains("recipe: 1 key differ\n  micro_batch_size: 2 -> 8\n"), run.out());
+        // 8 rows: 4 steps per epoch at micro batch 2, 1 at micro batch 8.
+        assertTrue(run.out().contains("  batch: micro 2 x ranks 1 x accumulation 1 = global 2 -> micro 8 x ranks 1 x accumulation 1 = global 8"),
                 run.out());
-        assertTrue(run.out().contains("  steps per epoch: 4 -> 2"), run.out());
+        assertTrue(run.out().contains("  steps per epoch: 4 -> 1"), run.out());
         assertTrue(run.out().contains("memory plan:\n") && run.out().contains("  peak per device: "), run.out());
     }
 
