@@ -281,7 +281,7 @@ public final class LlamaModel {
                     ? PlainProjection.linear("xb", arguments.operand(embedding.array()), "None")
                     : head.script("xb", arguments);
             if (logits != null) {
-                // float32 logits: the loss's log-softmax runs in float32, as under autocast
+                // float32 logits: the loss reads them in float32, as autocast runs cross-entropy
                 return scripts.run(arguments.module("    xb = " + LayerScripts.Arguments.toBfloat16("normed") + "\n"
                         + "    return " + LayerScripts.Arguments.toFloat32(logits) + "\n"), arguments);
             }
