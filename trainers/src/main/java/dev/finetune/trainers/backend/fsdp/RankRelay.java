@@ -37,7 +37,9 @@ final class RankRelay {
     private final List<Map<String, Object>> peaks = new ArrayList<>();
     private final List<String> saved = new ArrayList<>();
     private final Trainer.Run schedule;
-    private final TeeLines tee = new TeeLines();
+    /** torchrun prints a rank's stdout and its stderr under the same header, so each stream is joined apart. */
+    private final TeeLines stdoutTee = new TeeLines();
+    private final TeeLines stderrTee = new TeeLines();
     private MetricsLog metrics;
     private LogWindow window;
     private long totalSteps;
@@ -81,10 +83,14 @@ final class RankRelay {
         this.host = name;
     }
 
-    void line(String raw) {
-        for (TeeLines.Line line : tee.accept(raw)) {
-            relay(line);
-        }
+    /** A line torchrun printed on its stdout: the ranks' events and prints. */
+    synchronized void stdout(String raw) {
+        stdoutTee.accept(raw).forEach(this::relay);
+    }
+
+    /** A line torchrun printed on its stderr: the ranks' warnings and tracebacks, and torchrun's own log. */
+    synchronized void stderr(String raw) {
+        stderrTee.accept(raw).forEach(this::relay);
     }
 
     private void relay(TeeLines.Line line) {
@@ -325,8 +331,9 @@ final class RankRelay {
         return new FsdpBackend.Result(outputDir, step, lastLoss, firstEval, lastEval, peaks, saved);
     }
 
-    void close() {
-        tee.rest().forEach(this::relay);
+    synchronized void close() {
+        stdoutTee.rest().forEach(this::relay);
+        stderrTee.rest().forEach(this::relay);
         if (progress != null) {
             progress.close();
         }

@@ -8,7 +8,8 @@ import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
 /**
- * torchrun's {@code --tee} output put back into whole lines per rank. torchrun tails each rank's log file and
+ * One of torchrun's {@code --tee} streams (its stdout or its stderr: a rank's two streams share one header, so they
+ * are read apart) put back into whole lines per rank. torchrun tails each rank's log file and
  * prints what {@code readline} returned with a {@code [defaultN]:} header; when it reads while the rank is still
  * writing a line, the first half is printed without a newline and the rest later under a second header, so one
  * line we read can hold the start of one rank's line and then another's (a lost {@code start} event once meant a

@@ -24,7 +24,9 @@ final class Torchrun {
      */
     static FsdpBackend.Result run(List<String> command, Map<String, String> env, Path outputDir, Launch launch,
             FsdpBackend.Settings settings, Trainer.Run schedule) {
-        ProcessBuilder builder = new ProcessBuilder(command).redirectErrorStream(true);
+        // stdout and stderr apart: torchrun prints both of a rank's streams under one header, and a line it
+        // printed half of (read while the rank was writing it) must be joined with its own stream's rest.
+        ProcessBuilder builder = new ProcessBuilder(command);
         builder.environment().putAll(env);
         builder.environment().putAll(settings.environment());
         Process process;
@@ -37,13 +39,19 @@ final class Torchrun {
         // The JVM stopping (Ctrl-C, kill) takes every rank with it.
         Thread reaper = new Thread(() -> stopAll(process, run.pids()));
         Runtime.getRuntime().addShutdownHook(reaper);
-        try (BufferedReader lines = new BufferedReader(new InputStreamReader(process.getInputStream(),
-                StandardCharsets.UTF_8))) {
+        StderrReader stderr = new StderrReader(process, run);
+        stderr.start();
+        try (BufferedReader lines = reader(process.getInputStream())) {
             String line;
             while ((line = lines.readLine()) != null) {
-                run.line(line);
+                run.stdout(line);
             }
-            run.finish(process.waitFor());
+            int exitCode = process.waitFor();
+            stderr.join();
+            if (stderr.lost != null) {
+                throw stderr.lost;
+            }
+            run.finish(exitCode);
         } catch (IOException e) {
             stopAll(process, run.pids());
             throw new IllegalStateException("lost the workers' output: " + e.getMessage(), e);
@@ -97,4 +105,34 @@ final class Torchrun {
         return torchrun.exitValue() == 0 && stopped == 0 ? 0 : stopped;
     }
 
+
+    private static BufferedReader reader(java.io.InputStream stream) {
+        return new BufferedReader(new InputStreamReader(stream, StandardCharsets.UTF_8));
+    }
+
+    /** torchrun's stderr, relayed beside its stdout until torchrun closes it. */
+    private static final class StderrReader extends Thread {
+        private final Process process;
+        private final RankRelay run;
+        private volatile IOException lost;
+
+        StderrReader(Process process, RankRelay run) {
+            super("torchrun-stderr");
+            setDaemon(true);
+            this.process = process;
+            this.run = run;
+        }
+
+        @Override
+        public void run() {
+            try (BufferedReader lines = reader(process.getErrorStream())) {
+                String line;
+                while ((line = lines.readLine()) != null) {
+                    run.stderr(line);
+                }
+            } catch (IOException e) {
+                lost = e;
+            }
+        }
+    }
 }
