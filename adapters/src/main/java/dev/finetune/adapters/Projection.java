@@ -21,7 +21,8 @@ public interface Projection {
     List<NamedArray> trainable();
 
     /**
-     * This projection applied to the TorchScript variable {@code x}, as one TorchScript expression, for a decoder
+     * This projection applied to the TorchScript variable {@code x}, a {@code [tokens, in]} matrix, as one
+     * TorchScript expression giving {@code [tokens, out]}, for a decoder
      * layer run as one compiled module; {@code null} when there is none, and the layer then runs op by op. The
      * expression computes what {@link #forward} computes right now, with the same ops in the same order (random
      * draws included), so the two give the same numbers and gradients. It may change with the projection's state

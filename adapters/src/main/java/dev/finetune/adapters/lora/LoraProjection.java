@@ -169,10 +169,13 @@ public final class LoraProjection implements Projection {
         String low = PlainProjection.linear(input, arguments.operand(referencing ? frozenA : a), "None");
         if (!scaleOutput) {
             low = "torch.mul(" + low + ", " + arguments.tensor(scalingTensor) + ")";
+            // B's product accumulated by the GEMM into the base's fresh output (C += low·Bᵀ, beta 1): no
+            // [tokens, out] temporary and no add pass. The base output is saved by no backward, so writing into
+            // it is safe; the sum is the add's, rounded once either way (C + acc).
+            return y + ".addmm_(" + low + ", torch.t(" + arguments.operand(referencing ? frozenB : b) + "))";
         }
         String up = PlainProjection.linear(low, arguments.operand(referencing ? frozenB : b), "None");
-        return "torch.add(" + y + ", "
-                + (scaleOutput ? "torch.mul(" + up + ", " + arguments.tensor(scalingTensor) + ")" : up) + ")";
+        return "torch.add(" + y + ", torch.mul(" + up + ", " + arguments.tensor(scalingTensor) + "))";
     }
 
     @Override

@@ -193,7 +193,9 @@ public final class DecoderLayer {
         StringBuilder body = new StringBuilder();
         line(body, "b = hidden.size(0)");
         line(body, "t = hidden.size(1)");
-        line(body, "x = " + norm(inputNorm, "hidden", arguments, inference));
+        // one row per token: each projection is one 2-D GEMM, which an adapter can accumulate into in place
+        line(body, "rows = torch.flatten(hidden, 0, 1)");
+        line(body, "x = " + norm(inputNorm, "rows", arguments, inference));
         if (bf16) {
             line(body, "xb = " + LayerScripts.Arguments.toBfloat16("x"));
         }
@@ -233,15 +235,15 @@ public final class DecoderLayer {
         String additiveMask = bf16 ? LayerScripts.Arguments.toBfloat16("mask") : "mask";
         line(body, "mixed = torch.scaled_dot_product_attention(q, k, v, " + (causal ? "None, 0., True" : additiveMask + ", 0., False")
                 + ", scale=" + 1.0 / Math.sqrt(headDim) + ")");
-        line(body, "merged = torch.reshape(torch.permute(mixed, [0, 2, 1, 3]), [b, t, " + (long) heads * headDim + "])");
-        line(body, "residual = torch.add(hidden, " + projected[3] + ")");
+        line(body, "merged = torch.reshape(torch.permute(mixed, [0, 2, 1, 3]), [b * t, " + (long) heads * headDim + "])");
+        line(body, "residual = torch.add(rows, " + projected[3] + ")");
         line(body, "x2 = " + norm(postAttentionNorm, "residual", arguments, inference));
         if (bf16) {
             line(body, "x2b = " + LayerScripts.Arguments.toBfloat16("x2"));
         }
         line(body, "g = " + projected[4]);
         line(body, "gated = torch.mul(torch.silu(g), " + projected[5] + ")");
-        line(body, "return torch.add(residual, " + projected[6] + ")");
+        line(body, "return torch.reshape(torch.add(residual, " + projected[6] + "), [b, t, -1])");
         return arguments.module(body);
     }
 

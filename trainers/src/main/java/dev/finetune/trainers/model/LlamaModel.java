@@ -282,8 +282,10 @@ public final class LlamaModel {
                     : head.script("xb", arguments);
             if (logits != null) {
                 // float32 logits: the loss reads them in float32, as autocast runs cross-entropy
-                return scripts.run(arguments.module("    xb = " + LayerScripts.Arguments.toBfloat16("normed") + "\n"
-                        + "    return " + LayerScripts.Arguments.toFloat32(logits) + "\n"), arguments);
+                // projections take [tokens, in] (Projection#script); the logits go back to [B, T, V]
+                return scripts.run(arguments.module("    xb = " + LayerScripts.Arguments.toBfloat16(
+                        "torch.flatten(normed, 0, 1)") + "\n    return torch.reshape(" + LayerScripts.Arguments.toFloat32(
+                        logits) + ", [normed.size(0), normed.size(1), -1])\n"), arguments);
             }
         }
         return head == null ? tiedHead(normed) : head.forward(normed);
