@@ -177,9 +177,10 @@ def run_torch(a):
 
 def step_kernels(s, mode):
     """The matrix multiplies and attention of one training step of shape s, as (label, count, thunk): forward,
-    the input gradients, and in full mode the weight gradients; LoRA's rank-8 products are left out (under 1 % of
-    the FLOPs). Layer 0's q/k/v input gradient is counted though autograd skips it in LoRA mode: a floor, not a
-    model, so it errs towards more work only where that is negligible."""
+    the input gradients, and in full mode the weight gradients; in LoRA mode the six rank-8 products of each
+    adapted projection (under 1 % of the FLOPs, but each reads or writes a whole [tokens, width] array: on the small
+    shape they take about a quarter of the matmul time). Layer 0's q/k/v input gradient is counted though autograd
+    skips it in LoRA mode: a floor, not a model, so it errs towards more work only where that is negligible."""
     n, dim, kv = s["batch"] * s["seq"], s["dim"], s["kv_heads"] * (s["dim"] // s["heads"])
     shapes = [(dim, dim), (dim, kv), (dim, kv), (dim, dim), (dim, s["ffn"]), (dim, s["ffn"]), (s["ffn"], dim)]
     kernels = []
@@ -190,6 +191,13 @@ def step_kernels(s, mode):
         kernels.append((f"input grad {n}x{n_out}·{n_out}x{n_in}", count, lambda g=g, w=w: g @ w))
         if mode == "full":
             kernels.append((f"weight grad {n_out}x{n}·{n}x{n_in}", count, lambda g=g, x=x: g.t() @ x))
+        if mode == "lora":
+            r = 8
+            a, b, low = torch.randn(r, n_in), torch.randn(n_out, r), torch.randn(n, r)
+            kernels.append((f"lora forward x·Aᵀ, low·Bᵀ at {n_in}->{r}->{n_out}", count,
+                            lambda x=x, a=a, b=b, low=low: (F.linear(x, a), F.linear(low, b))))
+            kernels.append((f"lora backward g·B, gᵀ·low, lowᵀ·x, low·A at {n_in}->{r}->{n_out}", count,
+                            lambda x=x, a=a, b=b, g=g, low=low: (g @ b, g.t() @ low, low.t() @ x, low @ a)))
     x, w, g = torch.randn(n, dim), torch.randn(s["vocab"], dim), torch.randn(n, s["vocab"])
     kernels.append((f"lm_head forward {n}x{dim}·{dim}x{s['vocab']}", 1, lambda: F.linear(x, w)))
     kernels.append((f"lm_head input grad {n}x{s['vocab']}·{s['vocab']}x{dim}", 1, lambda: g @ w))
