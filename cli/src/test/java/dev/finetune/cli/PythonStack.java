@@ -21,13 +21,19 @@ import java.util.concurrent.TimeUnit;
 final class PythonStack {
     private PythonStack() {}
 
-    static Path python() {
+    /** What {@link #python} found, once per test JVM: the import alone costs seconds of two busy cores each time. */
+    private static String problem;
+    private static boolean checked;
+
+    static synchronized Path python() {
         Path python = MainProcessTest.repoRoot().resolve(".venv/bin/python");
-        String problem = null;
-        if (!Files.isExecutable(python)) {
-            problem = python + " is missing";
-        } else if (run(List.of(python.toString(), "-c", "import torch, transformers, peft"), null).exit() != 0) {
-            problem = python + " cannot import torch, transformers and peft";
+        if (!checked) {
+            if (!Files.isExecutable(python)) {
+                problem = python + " is missing";
+            } else if (run(List.of(python.toString(), "-c", "import torch, transformers, peft"), null).exit() != 0) {
+                problem = python + " cannot import torch, transformers and peft";
+            }
+            checked = true;
         }
         if (problem != null) {
             if ("true".equals(System.getenv("CI"))) {
