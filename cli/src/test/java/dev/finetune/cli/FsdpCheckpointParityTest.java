@@ -10,7 +10,9 @@ import java.io.RandomAccessFile;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
@@ -59,20 +61,11 @@ class FsdpCheckpointParityTest {
         return PeftParityTest.finetune(args.toArray(String[]::new));
     }
 
-    private static void trainerState(Path checkpoint, int step, Path work) throws Exception {
-        Path printed = work.resolve("state.txt");
-        PythonStack.runScript("/parity/trainer_state.py", work, checkpoint.toString(), printed.toString());
-        String[] state = Files.readString(printed).trim().split(" ");
-        assertEquals(Integer.toString(step), state[0], "TrainerState.load_from_json: global_step");
+    private static void trainerState(HfViews views, int handle, int step) {
+        com.google.gson.JsonObject state = views.result(handle);
+        assertEquals(step, state.get("global_step").getAsInt(), "TrainerState.load_from_json: global_step");
         // step 0's evaluation, then a training entry per step and an evaluation entry every eval_steps
-        assertEquals(1 + step + step / 2, Integer.parseInt(state[1]), "log_history entries up to step " + step);
-    }
-
-    private static JsonArray logits(Path dir) throws Exception {
-        PeftParityTest.Run run = PeftParityTest.finetune("generate", dir.toString(), "--prompt-ids",
-                PeftParityTest.PROMPT, "--greedy", "--json", "--max-new-tokens", "1");
-        assertEquals(0, run.exit(), run.err());
-        return JsonParser.parseString(run.out().trim()).getAsJsonObject().getAsJsonArray("last_logits");
+        assertEquals(1 + step + step / 2, state.get("log_history").getAsInt(), "log_history entries up to step " + step);
     }
 
     @Test
@@ -101,26 +94,51 @@ class FsdpCheckpointParityTest {
         double planned = first.get("plan_peak_memory_mb").getAsDouble();
         double measured = first.get("peak_memory_mb").getAsDouble();
         assertEquals(100 * (planned / measured - 1), first.get("plan_peak_memory_error_pct").getAsDouble(), 1e-9);
+
+        Path full = recipe(dir, "full", "");
+        PeftParityTest.Run fullTrain = fsdp(full, "max_steps=2", "learning_rate=1e-3");
+        assertEquals(0, fullTrain.exit(), fullTrain.out() + fullTrain.err());
+        Path fullCheckpoint = dir.resolve("full").resolve("checkpoint-2");
+        Path merged = work.resolve("merged");
+        PeftParityTest.Run merge = PeftParityTest.finetune("merge-lora", run.resolve("checkpoint-4").toString(),
+                "--out", merged.toString());
+        assertEquals(0, merge.exit(), merge.err());
+
+        // every Hugging Face view of the three checkpoints from one Python process
+        HfViews views = new HfViews();
+        Map<Integer, Integer> peft = new HashMap<>();
+        Map<Integer, Integer> states = new HashMap<>();
+        Map<Integer, JsonArray> ours = new HashMap<>();
         for (int step : new int[] {2, 4}) {
             Path checkpoint = run.resolve("checkpoint-" + step);
-            double gap = PeftParityTest.logitGap(checkpoint, work);
+            ours.put(step, PeftParityTest.ourLogits(checkpoint));
+            peft.put(step, views.adapterLogits(checkpoint));
+            states.put(step, views.trainerState(checkpoint));
+        }
+        JsonArray fullOurs = PeftParityTest.ourLogits(fullCheckpoint);
+        int fullLogits = views.modelLogits(fullCheckpoint);
+        int fullState = views.trainerState(fullCheckpoint);
+        views.run(work);
+
+        for (int step : new int[] {2, 4}) {
+            Path checkpoint = run.resolve("checkpoint-" + step);
+            double gap = views.logitGap(peft.get(step), ours.get(step), "checkpoint-" + step);
             System.out.printf("fsdp lora checkpoint-%d: PEFT loads it, max |logit - ours| %.2e%n", step, gap);
             assertTrue(gap < 1e-5, "checkpoint-" + step + ": logits differ from PEFT's by " + gap);
-            trainerState(checkpoint, step, work);
+            trainerState(views, states.get(step), step);
             assertTrue(Files.isRegularFile(checkpoint.resolve("tokenizer.json")));
         }
         // the last checkpoint holds the final weights
         assertEquals(Files.mismatch(run.resolve("checkpoint-4/adapter_model.safetensors"),
                 run.resolve("adapter_model.safetensors")), -1L);
-        Path merged = work.resolve("merged");
-        PeftParityTest.Run merge = PeftParityTest.finetune("merge-lora", run.resolve("checkpoint-4").toString(),
-                "--out", merged.toString());
-        assertEquals(0, merge.exit(), merge.err());
-        JsonArray fromMerged = logits(merged);
-        JsonArray fromCheckpoint = logits(run.resolve("checkpoint-4"));
+        JsonArray fromMerged = PeftParityTest.ourLogits(merged);
         for (int i = 0; i < fromMerged.size(); i++) {
-            assertEquals(fromCheckpoint.get(i).getAsDouble(), fromMerged.get(i).getAsDouble(), 1e-4, "logit " + i);
+            assertEquals(ours.get(4).get(i).getAsDouble(), fromMerged.get(i).getAsDouble(), 1e-4, "logit " + i);
         }
+        double fullGap = views.logitGap(fullLogits, fullOurs, "full checkpoint-2");
+        System.out.printf("fsdp full checkpoint-2: transformers loads it, max |logit - ours| %.2e%n", fullGap);
+        assertTrue(fullGap < 1e-5, "full checkpoint-2: logits differ from transformers' by " + fullGap);
+        trainerState(views, fullState, 2);
 
         // a checkpoint whose bytes changed is refused before any rank starts, naming the file
         Path shard;
@@ -138,14 +156,5 @@ class FsdpCheckpointParityTest {
         assertTrue(damaged.err().contains("damaged checkpoint: dcp/" + shard.getFileName() + " does not match its "
                 + "checksum"), damaged.err());
         assertFalse(damaged.out().contains("started, pid"), "no rank started:\n" + damaged.out());
-
-        Path full = recipe(dir, "full", "");
-        PeftParityTest.Run fullTrain = fsdp(full, "max_steps=2", "learning_rate=1e-3");
-        assertEquals(0, fullTrain.exit(), fullTrain.out() + fullTrain.err());
-        Path checkpoint = dir.resolve("full").resolve("checkpoint-2");
-        double gap = PeftParityTest.logitGap(checkpoint, work, "model");
-        System.out.printf("fsdp full checkpoint-2: transformers loads it, max |logit - ours| %.2e%n", gap);
-        assertTrue(gap < 1e-5, "full checkpoint-2: logits differ from transformers' by " + gap);
-        trainerState(checkpoint, 2, work);
     }
 }

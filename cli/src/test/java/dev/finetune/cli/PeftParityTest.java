@@ -10,8 +10,11 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
@@ -45,60 +48,70 @@ class PeftParityTest {
         return new Run(process.exitValue(), out, error);
     }
 
-    /** Largest |ours − PEFT's| over the last-position logits, PEFT's loading checked for missing/unexpected keys. */
-    static double logitGap(Path adapterDir, Path work) throws Exception {
-        return logitGap(adapterDir, work, "logits");
-    }
-
-    /** @param mode {@code logits}: an adapter through PEFT; {@code model}: a full model through transformers */
-    static double logitGap(Path adapterDir, Path work, String mode) throws Exception {
-        Run run = finetune("generate", adapterDir.toString(), "--prompt-ids", PROMPT, "--greedy", "--json",
+    /** Our last-position logits of {@link #PROMPT}, from {@code finetune generate --json} in a child JVM. */
+    static JsonArray ourLogits(Path dir) throws Exception {
+        Run run = finetune("generate", dir.toString(), "--prompt-ids", PROMPT, "--greedy", "--json",
                 "--max-new-tokens", "1");
         assertEquals(0, run.exit(), run.err());
-        JsonArray ours = JsonParser.parseString(run.out().trim()).getAsJsonObject().getAsJsonArray("last_logits");
-        Path out = work.resolve("peft-" + adapterDir.getFileName() + ".json");
-        PythonStack.runScript("/parity/peft_logits.py", work, mode, adapterDir.toString(), PROMPT, out.toString());
-        JsonObject peft = JsonParser.parseString(Files.readString(out)).getAsJsonObject();
-        assertEquals(0, peft.getAsJsonArray("missing").size(), "PEFT found adapter keys missing: " + peft.get("missing"));
-        assertEquals(0, peft.getAsJsonArray("unexpected").size(), "PEFT found unexpected keys: " + peft.get("unexpected"));
-        double forward = gap(ours, peft.getAsJsonArray("last_logits"));
-        double generate = gap(ours, peft.getAsJsonArray("generate_logits"));
-        System.out.printf("%s: max |logit - ours| %.2e against the whole-prompt forward, %.2e against generate()'s%n",
-                adapterDir.getFileName(), forward, generate);
-        return Math.max(forward, generate);
+        return JsonParser.parseString(run.out().trim()).getAsJsonObject().getAsJsonArray("last_logits");
     }
 
+    @TempDir
+    static Path work;
+    private static final HfViews PEFT = new HfViews();
+    private static final Map<String, Integer> PEFT_LOGITS = new HashMap<>();
+    private static final Map<String, Integer> STATES = new HashMap<>();
+    private static final Map<String, JsonArray> OURS = new HashMap<>();
+
     /**
-     * Ours are float32 printed in their shortest form, so they are read back as floats: read as doubles they would
-     * be off from their true values by up to half a float spacing (1e-6 near 19). PEFT's are printed as doubles.
+     * The class's processes, each once: one Python process writes the three PEFT adapters, a child JVM trains the
+     * quickstart for 4 steps and merges its last checkpoint, one child JVM per folder generates, and one Python
+     * process reads every folder with PEFT; the tests then compare.
      */
-    private static double gap(JsonArray ours, JsonArray theirs) {
-        assertEquals(theirs.size(), ours.size());
-        double max = 0;
-        for (int i = 0; i < ours.size(); i++) {
-            max = Math.max(max, Math.abs((double) ours.get(i).getAsFloat() - theirs.get(i).getAsDouble()));
+    @BeforeAll
+    @Timeout(1500)
+    static void runOnce() throws Exception {
+        HfViews written = new HfViews();
+        written.write(MODEL, work.resolve("partial"), "1,3", "-", 4, 8, null);
+        written.write(MODEL, work.resolve("excluded"), "all",
+                "model.layers.0.self_attn.q_proj,model.layers.2.self_attn.v_proj", 4, 8, null);
+        written.write(MODEL, work.resolve("alpha6"), "all", "-", 4, 6, "all-linear");
+        written.run(work);
+
+        Path run = work.resolve("run");
+        Run train = finetune(MainProcessTest.repoRoot().resolve("configs/quickstart.yaml").toString(), "max_steps=4",
+                "save_steps=2", "eval_steps=2", "logging_steps=1", "output_dir=" + run);
+        assertEquals(0, train.exit(), train.err());
+        Run merge = finetune("merge-lora", run.resolve("checkpoint-4").toString(), "--out", work.resolve("merged")
+                .toString());
+        assertEquals(0, merge.exit(), merge.err());
+
+        for (String name : List.of("partial", "excluded", "alpha6", "run/checkpoint-2", "run/checkpoint-4")) {
+            OURS.put(name, ourLogits(work.resolve(name)));
+            PEFT_LOGITS.put(name, PEFT.adapterLogits(work.resolve(name)));
         }
-        return max;
+        OURS.put("merged", ourLogits(work.resolve("merged")));
+        for (String name : List.of("run/checkpoint-2", "run/checkpoint-4")) {
+            STATES.put(name, PEFT.trainerState(work.resolve(name)));
+        }
+        PEFT.run(work);
+    }
+
+    private static double logitGap(String name) {
+        return PEFT.logitGap(PEFT_LOGITS.get(name), OURS.get(name), name);
     }
 
     @Test
-    @Timeout(600)
-    void anAdapterOnSomeLayersOnlyGeneratesAsPeftRunsIt(@TempDir Path work) throws Exception {
-        Path adapter = work.resolve("partial");
-        PythonStack.runScript("/parity/peft_logits.py", work, "write", MODEL.toString(), adapter.toString(), "1,3");
-        double gap = logitGap(adapter, work);
+    void anAdapterOnSomeLayersOnlyGeneratesAsPeftRunsIt() {
+        double gap = logitGap("partial");
         System.out.printf("layers_to_transform [1, 3]: max |logit - PEFT| %.2e%n", gap);
         assertTrue(gap < 1e-5, "logits differ from PEFT's by " + gap);
     }
 
     /** {@code exclude_modules}: the adapter covers the projections its saved tensors name, no more. */
     @Test
-    @Timeout(600)
-    void anAdapterWithExcludedModulesGeneratesAsPeftRunsIt(@TempDir Path work) throws Exception {
-        Path adapter = work.resolve("excluded");
-        PythonStack.runScript("/parity/peft_logits.py", work, "write", MODEL.toString(), adapter.toString(), "all",
-                "model.layers.0.self_attn.q_proj,model.layers.2.self_attn.v_proj");
-        double gap = logitGap(adapter, work);
+    void anAdapterWithExcludedModulesGeneratesAsPeftRunsIt() {
+        double gap = logitGap("excluded");
         System.out.printf("exclude_modules: max |logit - PEFT| %.2e%n", gap);
         assertTrue(gap < 1e-5, "logits differ from PEFT's by " + gap);
     }
@@ -109,46 +122,27 @@ class PeftParityTest {
      * training does, these logits were 1.1e-5 from PEFT's).
      */
     @Test
-    @Timeout(600)
-    void aScalingThatIsNoPowerOfTwoGeneratesAsPeftRunsIt(@TempDir Path work) throws Exception {
-        Path adapter = work.resolve("alpha6");
-        PythonStack.runScript("/parity/peft_logits.py", work, "write", MODEL.toString(), adapter.toString(), "all", "-",
-                "4", "6", "all-linear");
-        double gap = logitGap(adapter, work);
+    void aScalingThatIsNoPowerOfTwoGeneratesAsPeftRunsIt() {
+        double gap = logitGap("alpha6");
         System.out.printf("lora_alpha 6, r 4: max |logit - PEFT| %.2e%n", gap);
         assertTrue(gap < 1e-5, "logits differ from PEFT's by " + gap);
     }
 
     @Test
-    @Timeout(900)
-    void everyCheckpointIsAPeftAdapterAndAnHfTrainerState(@TempDir Path work) throws Exception {
-        Path run = work.resolve("run");
-        Run train = finetune(MainProcessTest.repoRoot().resolve("configs/quickstart.yaml").toString(), "max_steps=4",
-                "save_steps=2", "eval_steps=2", "logging_steps=1", "output_dir=" + run);
-        assertEquals(0, train.exit(), train.err());
+    void everyCheckpointIsAPeftAdapterAndAnHfTrainerState() throws Exception {
         for (int step : new int[] {2, 4}) {
-            Path checkpoint = run.resolve("checkpoint-" + step);
-            double gap = logitGap(checkpoint, work);
+            String checkpoint = "run/checkpoint-" + step;
+            double gap = logitGap(checkpoint);
             System.out.printf("checkpoint-%d: PEFT loads it, max |logit - ours| %.2e%n", step, gap);
             assertTrue(gap < 1e-5, "checkpoint-" + step + ": logits differ from PEFT's by " + gap);
-            Path printed = work.resolve("state-" + step + ".txt");
-            PythonStack.runScript("/parity/trainer_state.py", work, checkpoint.toString(), printed.toString());
-            String[] state = Files.readString(printed).trim().split(" ");
-            assertEquals(Integer.toString(step), state[0], "TrainerState.load_from_json: global_step");
-            assertTrue(Integer.parseInt(state[1]) >= step, "log_history holds the steps so far: " + state[1]);
+            JsonObject state = PEFT.result(STATES.get(checkpoint));
+            assertEquals(step, state.get("global_step").getAsInt(), "TrainerState.load_from_json: global_step");
+            assertTrue(state.get("log_history").getAsInt() >= step, "log_history holds the steps so far: " + state);
         }
-        Path merged = work.resolve("merged");
-        Run merge = finetune("merge-lora", run.resolve("checkpoint-4").toString(), "--out", merged.toString());
-        assertEquals(0, merge.exit(), merge.err());
         assertEquals("rwxr-xr-x", java.nio.file.attribute.PosixFilePermissions.toString(
-                Files.getPosixFilePermissions(merged)), "a merged model is for others to read too");
-        Run fromMerged = finetune("generate", merged.toString(), "--prompt-ids", PROMPT, "--greedy", "--json",
-                "--max-new-tokens", "1");
-        Run fromCheckpoint = finetune("generate", run.resolve("checkpoint-4").toString(), "--prompt-ids", PROMPT,
-                "--greedy", "--json", "--max-new-tokens", "1");
-        JsonArray a = JsonParser.parseString(fromMerged.out().trim()).getAsJsonObject().getAsJsonArray("last_logits");
-        JsonArray b = JsonParser.parseString(fromCheckpoint.out().trim()).getAsJsonObject()
-                .getAsJsonArray("last_logits");
+                Files.getPosixFilePermissions(work.resolve("merged"))), "a merged model is for others to read too");
+        JsonArray a = OURS.get("merged");
+        JsonArray b = OURS.get("run/checkpoint-4");
         for (int i = 0; i < a.size(); i++) {
             assertEquals(b.get(i).getAsDouble(), a.get(i).getAsDouble(), 1e-4, "merged checkpoint-4, logit " + i);
         }
