@@ -12,6 +12,7 @@ import java.nio.file.StandardCopyOption;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
 
 /**
@@ -82,10 +83,28 @@ public final class WorkerPython {
     }
 
     /**
+     * Interpreters that passed, by the name they were given: their packages do not change under a running launcher,
+     * and a process that launches many runs (the test suite, a sweep) would otherwise pay a Python start importing
+     * torch before each. A refusal is not kept: it is asked again.
+     */
+    private static final Map<String, Environment> PASSED = new ConcurrentHashMap<>();
+
+    /**
      * Runs {@code python -m finetune_worker check} with the worker extracted to a temporary folder (nothing is
-     * written under output_dir before the check passes); refuses what cannot run it.
+     * written under output_dir before the check passes), once per interpreter in this process; refuses what cannot
+     * run it.
      */
     public static Environment check(String python) {
+        Environment passed = PASSED.get(python);
+        if (passed != null) {
+            return passed;
+        }
+        Environment environment = checkNow(python);
+        PASSED.put(python, environment);
+        return environment;
+    }
+
+    private static Environment checkNow(String python) {
         Path folder;
         try {
             folder = Files.createTempDirectory("finetune-worker-check");
