@@ -10,9 +10,12 @@ import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.function.Function;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -80,11 +83,22 @@ class FsdpEquivalenceTest {
     void loraSftMatchesTheJvmTrainerSurvivesAKilledRankReshardsAndContinuesAsDpo(@TempDir Path tmp)
             throws IOException {
         WorkerEnvironment.python();
-        Path jvm = FsdpRuns.jvm(FsdpRuns.recipe(tmp, "jvm", sft(tmp.resolve("jvm"), LORA)));
+        ValidatedRecipe jvmRecipe = FsdpRuns.recipe(tmp, "jvm", sft(tmp.resolve("jvm"), LORA));
         ValidatedRecipe one = FsdpRuns.recipe(tmp, "one", sft(tmp.resolve("one"), LORA));
-        FsdpRuns.fsdp(one, 1);
         ValidatedRecipe two = FsdpRuns.recipe(tmp, "two", sft(tmp.resolve("two"), LORA), "gradient_accumulation_steps=1");
-        FsdpBackend.Result result = FsdpRuns.fsdp(two, 2);
+        Path killedDir = tmp.resolve("killed");
+        ValidatedRecipe killed = FsdpRuns.recipe(tmp, "killed", sft(killedDir, LORA), "gradient_accumulation_steps=1");
+        // the four runs that start from nothing overlap; the resumes and the DPO runs below start from their files
+        CompletableFuture<Path> jvmRun = FsdpRuns.start(() -> FsdpRuns.jvm(jvmRecipe));
+        CompletableFuture<FsdpBackend.Result> oneRun = FsdpRuns.start(() -> FsdpRuns.fsdp(one, 1));
+        CompletableFuture<FsdpBackend.Result> twoRun = FsdpRuns.start(() -> FsdpRuns.fsdp(two, 2));
+        CompletableFuture<Void> killedRun = FsdpRuns.start(() -> {
+            killRankOneAfterStep7(killed, killedDir);
+            return null;
+        });
+        FsdpRuns.joinAll(jvmRun, oneRun, twoRun, killedRun);
+        Path jvm = jvmRun.join();
+        FsdpBackend.Result result = twoRun.join();
         assertTrue(compare("lora-sft", jvm, tmp.resolve("one"), tmp.resolve("two")) <= TOLERANCE);
         // the single-device layout: a PEFT adapter beside the tokenizer and the resolved recipe
         for (String file : List.of("adapter_model.safetensors", "adapter_config.json", "tokenizer.json",
@@ -93,41 +107,37 @@ class FsdpEquivalenceTest {
         }
         assertEquals(2, result.rankPeaks().size());
 
-        // Rank 1 is killed (SIGKILL) after step 7: the run fails naming it, and no rank survives.
-        Path killedDir = tmp.resolve("killed");
-        ValidatedRecipe killed = FsdpRuns.recipe(tmp, "killed", sft(killedDir, LORA), "gradient_accumulation_steps=1");
-        ByteArrayOutputStream log = new ByteArrayOutputStream();
-        FsdpBackend.WorkerFailed failure = assertThrows(FsdpBackend.WorkerFailed.class,
-                () -> FsdpRuns.fsdp(killed, 2, Map.of("FINETUNE_WORKER_KILL_AT", "1:7"), log));
-        System.out.println("killed run: " + failure.getMessage());
-        assertTrue(failure.getMessage().contains("rank 1"), failure.getMessage());
-        assertTrue(failure.getMessage().contains("SIGKILL") || failure.getMessage().contains("-9"),
-                failure.getMessage());
-        String output = log.toString(StandardCharsets.UTF_8);
-        for (String line : output.split("\n")) {
-            if (line.contains("started, pid ")) {
-                long pid = Long.parseLong(line.substring(line.lastIndexOf(' ') + 1).strip());
-                assertTrue(ProcessHandle.of(pid).map(h -> !h.isAlive()).orElse(true), "rank pid " + pid + " survived");
-            }
-        }
-        assertTrue(Files.isDirectory(killedDir.resolve("checkpoint-5")));
-
         // Resume the world-size-2 checkpoint on one rank (2 -> 1): the loss sequence continues as uninterrupted.
         ValidatedRecipe resumed = FsdpRuns.recipe(tmp, "resumed", sft(killedDir, LORA), "resume_from_checkpoint=true");
         ByteArrayOutputStream resumeLog = new ByteArrayOutputStream();
-        FsdpRuns.fsdp(resumed, 1, Map.of(), resumeLog);
+        CompletableFuture<FsdpBackend.Result> resumedRun = FsdpRuns.start(() -> FsdpRuns.fsdp(resumed, 1, Map.of(),
+                resumeLog));
+        // And the world-size-1 checkpoint on two ranks (1 -> 2).
+        Path widened = tmp.resolve("widened");
+        ValidatedRecipe wider = FsdpRuns.recipe(tmp, "widened", sft(widened, LORA), "gradient_accumulation_steps=1",
+                "resume_from_checkpoint=" + tmp.resolve("one").resolve("checkpoint-5"));
+        ByteArrayOutputStream widenLog = new ByteArrayOutputStream();
+        CompletableFuture<FsdpBackend.Result> widenedRun = FsdpRuns.start(() -> FsdpRuns.fsdp(wider, 2, Map.of(),
+                widenLog));
+        // SFT, then DPO from that adapter (lora_model_dir): the reference is a frozen copy of the adapter as it
+        // starts, so policy and reference agree at step 0 (margin 0), and both trainers take the same 10 steps.
+        Path adapter = tmp.resolve("jvm");
+        ValidatedRecipe jvmDpoRecipe = FsdpRuns.recipe(tmp, "jvm-dpo", dpo(tmp.resolve("jvm-dpo")),
+                "lora_model_dir=" + adapter);
+        ValidatedRecipe twoDpo = FsdpRuns.recipe(tmp, "two-dpo", dpo(tmp.resolve("two-dpo")),
+                "lora_model_dir=" + adapter, "gradient_accumulation_steps=1");
+        ByteArrayOutputStream dpoLog = new ByteArrayOutputStream();
+        CompletableFuture<Path> jvmDpoRun = FsdpRuns.start(() -> FsdpRuns.jvm(jvmDpoRecipe));
+        CompletableFuture<FsdpBackend.Result> twoDpoRun = FsdpRuns.start(() -> FsdpRuns.fsdp(twoDpo, 2, Map.of(),
+                dpoLog));
+        FsdpRuns.joinAll(resumedRun, widenedRun, jvmDpoRun, twoDpoRun);
+
         assertTrue(resumeLog.toString(StandardCharsets.UTF_8).contains("at step 5 (saved by 2 rank(s))"),
                 resumeLog.toString(StandardCharsets.UTF_8));
         System.out.println("uninterrupted (2 ranks): " + FsdpRuns.series(tmp.resolve("two"), "loss"));
         System.out.println("killed at 7, resumed at 5 on 1 rank: " + FsdpRuns.series(killedDir, "loss"));
         double resumeDelta = FsdpRuns.maxDelta(FsdpRuns.series(tmp.resolve("two"), "loss"),
                 FsdpRuns.series(killedDir, "loss"), 1);
-        // And the world-size-1 checkpoint on two ranks (1 -> 2).
-        Path widened = tmp.resolve("widened");
-        ValidatedRecipe wider = FsdpRuns.recipe(tmp, "widened", sft(widened, LORA), "gradient_accumulation_steps=1",
-                "resume_from_checkpoint=" + tmp.resolve("one").resolve("checkpoint-5"));
-        ByteArrayOutputStream widenLog = new ByteArrayOutputStream();
-        FsdpRuns.fsdp(wider, 2, Map.of(), widenLog);
         assertTrue(widenLog.toString(StandardCharsets.UTF_8).contains("at step 5 (saved by 1 rank(s))"),
                 widenLog.toString(StandardCharsets.UTF_8));
         double widenDelta = FsdpRuns.maxDelta(FsdpRuns.series(tmp.resolve("one"), "loss"),
@@ -137,14 +147,7 @@ class FsdpEquivalenceTest {
         assertTrue(resumeDelta <= 1e-5, "2->1 resume drifted by " + resumeDelta);
         assertTrue(widenDelta <= 1e-5, "1->2 resume drifted by " + widenDelta);
 
-        // SFT, then DPO from that adapter (lora_model_dir): the reference is a frozen copy of the adapter as it
-        // starts, so policy and reference agree at step 0 (margin 0), and both trainers take the same 10 steps.
-        Path adapter = tmp.resolve("jvm");
-        Path jvmDpo = FsdpRuns.jvm(FsdpRuns.recipe(tmp, "jvm-dpo", dpo(tmp.resolve("jvm-dpo")),
-                "lora_model_dir=" + adapter));
-        ByteArrayOutputStream dpoLog = new ByteArrayOutputStream();
-        FsdpRuns.fsdp(FsdpRuns.recipe(tmp, "two-dpo", dpo(tmp.resolve("two-dpo")), "lora_model_dir=" + adapter,
-                "gradient_accumulation_steps=1"), 2, Map.of(), dpoLog);
+        Path jvmDpo = jvmDpoRun.join();
         assertTrue(dpoLog.toString(StandardCharsets.UTF_8).contains("reference: the adapter from lora_model_dir"));
         double dpoDelta = 0;
         for (String key : List.of("loss", "eval_loss", "rewards/margins")) {
@@ -161,13 +164,48 @@ class FsdpEquivalenceTest {
         }
     }
 
+    /** Rank 1 is killed (SIGKILL) after step 7: the run fails naming it, and no rank survives. */
+    private static void killRankOneAfterStep7(ValidatedRecipe killed, Path killedDir) {
+        ByteArrayOutputStream log = new ByteArrayOutputStream();
+        FsdpBackend.WorkerFailed failure = assertThrows(FsdpBackend.WorkerFailed.class,
+                () -> FsdpRuns.fsdp(killed, 2, Map.of("FINETUNE_WORKER_KILL_AT", "1:7"), log));
+        System.out.println("killed run: " + failure.getMessage());
+        assertTrue(failure.getMessage().contains("rank 1"), failure.getMessage());
+        assertTrue(failure.getMessage().contains("SIGKILL") || failure.getMessage().contains("-9"),
+                failure.getMessage());
+        String output = log.toString(StandardCharsets.UTF_8);
+        for (String line : output.split("\n")) {
+            if (line.contains("started, pid ")) {
+                long pid = Long.parseLong(line.substring(line.lastIndexOf(' ') + 1).strip());
+                assertTrue(ProcessHandle.of(pid).map(h -> !h.isAlive()).orElse(true), "rank pid " + pid + " survived");
+            }
+        }
+        assertTrue(Files.isDirectory(killedDir.resolve("checkpoint-5")));
+    }
+
+    /**
+     * The JVM trainer, the worker at world size 1 and FSDP2 over 2 ranks on the same recipe, overlapping (none
+     * needs another's files), into {@code jvm}, {@code one} and {@code two} under {@code tmp}; returns the JVM run's
+     * folder.
+     */
+    private static Path threeWays(Path tmp, Function<Path, String> yaml, String... overrides) throws IOException {
+        ValidatedRecipe jvm = FsdpRuns.recipe(tmp, "jvm", yaml.apply(tmp.resolve("jvm")), overrides);
+        ValidatedRecipe one = FsdpRuns.recipe(tmp, "one", yaml.apply(tmp.resolve("one")), overrides);
+        List<String> twoOverrides = new ArrayList<>(List.of(overrides));
+        twoOverrides.add("gradient_accumulation_steps=1");
+        ValidatedRecipe two = FsdpRuns.recipe(tmp, "two", yaml.apply(tmp.resolve("two")),
+                twoOverrides.toArray(String[]::new));
+        CompletableFuture<Path> jvmRun = FsdpRuns.start(() -> FsdpRuns.jvm(jvm));
+        CompletableFuture<FsdpBackend.Result> oneRun = FsdpRuns.start(() -> FsdpRuns.fsdp(one, 1));
+        CompletableFuture<FsdpBackend.Result> twoRun = FsdpRuns.start(() -> FsdpRuns.fsdp(two, 2));
+        FsdpRuns.joinAll(jvmRun, oneRun, twoRun);
+        return jvmRun.join();
+    }
+
     @Test
     void fullSftMatchesTheJvmTrainer(@TempDir Path tmp) throws IOException {
         WorkerEnvironment.python();
-        Path jvm = FsdpRuns.jvm(FsdpRuns.recipe(tmp, "jvm", sft(tmp.resolve("jvm"), ""), "learning_rate=1e-3"));
-        FsdpRuns.fsdp(FsdpRuns.recipe(tmp, "one", sft(tmp.resolve("one"), ""), "learning_rate=1e-3"), 1);
-        FsdpRuns.fsdp(FsdpRuns.recipe(tmp, "two", sft(tmp.resolve("two"), ""), "learning_rate=1e-3",
-                "gradient_accumulation_steps=1"), 2);
+        Path jvm = threeWays(tmp, dir -> sft(dir, ""), "learning_rate=1e-3");
         assertTrue(compare("full-sft", jvm, tmp.resolve("one"), tmp.resolve("two")) <= TOLERANCE);
         assertTrue(Files.isRegularFile(tmp.resolve("two").resolve("model.safetensors")));
     }
@@ -205,9 +243,7 @@ class FsdpEquivalenceTest {
     @Test
     void dpoMatchesTheJvmTrainer(@TempDir Path tmp) throws IOException {
         WorkerEnvironment.python();
-        Path jvm = FsdpRuns.jvm(FsdpRuns.recipe(tmp, "jvm", dpo(tmp.resolve("jvm"))));
-        FsdpRuns.fsdp(FsdpRuns.recipe(tmp, "one", dpo(tmp.resolve("one"))), 1);
-        FsdpRuns.fsdp(FsdpRuns.recipe(tmp, "two", dpo(tmp.resolve("two")), "gradient_accumulation_steps=1"), 2);
+        Path jvm = threeWays(tmp, FsdpEquivalenceTest::dpo);
         assertTrue(compare("dpo", jvm, tmp.resolve("one"), tmp.resolve("two")) <= TOLERANCE);
         double margins = FsdpRuns.maxDelta(FsdpRuns.series(jvm, "rewards/margins"),
                 FsdpRuns.series(tmp.resolve("two"), "rewards/margins"), 1);
@@ -219,9 +255,7 @@ class FsdpEquivalenceTest {
     @Test
     void fullDpoMatchesTheJvmTrainer(@TempDir Path tmp) throws IOException {
         WorkerEnvironment.python();
-        Path jvm = FsdpRuns.jvm(FsdpRuns.recipe(tmp, "jvm", dpo(tmp.resolve("jvm"), "")));
-        FsdpRuns.fsdp(FsdpRuns.recipe(tmp, "one", dpo(tmp.resolve("one"), "")), 1);
-        FsdpRuns.fsdp(FsdpRuns.recipe(tmp, "two", dpo(tmp.resolve("two"), ""), "gradient_accumulation_steps=1"), 2);
+        Path jvm = threeWays(tmp, dir -> dpo(dir, ""));
         assertTrue(compare("full-dpo", jvm, tmp.resolve("one"), tmp.resolve("two")) <= TOLERANCE);
         assertTrue(Files.isRegularFile(tmp.resolve("two").resolve("model.safetensors")));
     }

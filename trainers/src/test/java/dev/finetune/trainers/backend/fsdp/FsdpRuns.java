@@ -17,6 +17,9 @@ import java.nio.file.Path;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
+import java.util.concurrent.Callable;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
 
 /** Runs one recipe on the JVM trainer or on the worker under torchrun, and compares their metrics step by step. */
 final class FsdpRuns {
@@ -55,6 +58,56 @@ final class FsdpRuns {
         } finally {
             // also when the run succeeds: a later assertion on its files needs what the launcher printed
             System.out.println(log.toString(StandardCharsets.UTF_8));
+        }
+    }
+
+    /**
+     * Starts {@code run} on a thread of its own. Runs that do not depend on each other overlap: most of a launch is
+     * single-threaded start-up (the environment check, torchrun, each rank importing torch and transformers), so one
+     * after the other they leave a core idle; each run's numbers do not depend on what else runs.
+     */
+    static <T> CompletableFuture<T> start(Callable<T> run) {
+        CompletableFuture<T> result = new CompletableFuture<>();
+        Thread thread = new Thread(() -> {
+            try {
+                result.complete(run.call());
+            } catch (Throwable t) {
+                result.completeExceptionally(t);
+            }
+        }, "fsdp-test-run");
+        thread.setDaemon(true);
+        thread.start();
+        return result;
+    }
+
+    /**
+     * Waits for every run, then throws the first one's failure: none is left running into the next step of the test
+     * (or into its deleted temporary folder) because another failed.
+     */
+    static void joinAll(CompletableFuture<?>... runs) {
+        try {
+            CompletableFuture.allOf(runs).join();
+        } catch (CompletionException e) {
+            // each run's own failure is thrown below, in order
+        }
+        for (CompletableFuture<?> run : runs) {
+            join(run);
+        }
+    }
+
+    /** {@code run}'s result, or what it threw (an assertion failure stays one). */
+    static <T> T join(CompletableFuture<T> run) {
+        try {
+            return run.join();
+        } catch (CompletionException e) {
+            Throwable cause = e.getCause();
+            if (cause instanceof RuntimeException r) {
+                throw r;
+            }
+            if (cause instanceof Error error) {
+                throw error;
+            }
+            throw new IllegalStateException(cause);
         }
     }
 
