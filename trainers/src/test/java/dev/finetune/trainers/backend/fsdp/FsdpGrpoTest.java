@@ -15,6 +15,7 @@ import java.nio.file.Path;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.concurrent.CompletableFuture;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -71,16 +72,17 @@ class FsdpGrpoTest {
     @Test
     void grpoMatchesTheJvmTrainerOnOneAndTwoRanks(@TempDir Path tmp) throws IOException {
         WorkerEnvironment.python();
-        long started = System.nanoTime();
-        Path jvm = FsdpRuns.jvm(FsdpRuns.recipe(tmp, "jvm", grpo(tmp.resolve("jvm"), REWARDS)));
-        long jvmDone = System.nanoTime();
-        FsdpRuns.fsdp(FsdpRuns.recipe(tmp, "one", grpo(tmp.resolve("one"), REWARDS)), 1);
-        long oneDone = System.nanoTime();
+        ValidatedRecipe jvmRecipe = FsdpRuns.recipe(tmp, "jvm", grpo(tmp.resolve("jvm"), REWARDS));
+        ValidatedRecipe one = FsdpRuns.recipe(tmp, "one", grpo(tmp.resolve("one"), REWARDS));
         ValidatedRecipe two = FsdpRuns.recipe(tmp, "two", grpo(tmp.resolve("two"), REWARDS), "gradient_accumulation_steps=1");
-        FsdpRuns.fsdp(two, 2);
-        long twoDone = System.nanoTime();
-        System.out.printf(Locale.ROOT, "grpo wall time: JVM %.1f s, worker ws1 %.1f s, ws2 %.1f s%n",
-                (jvmDone - started) / 1e9, (oneDone - jvmDone) / 1e9, (twoDone - oneDone) / 1e9);
+        // the three runs overlap: none needs another's files
+        CompletableFuture<Path> jvmRun = FsdpRuns.start(() -> timed("JVM", () -> FsdpRuns.jvm(jvmRecipe)));
+        CompletableFuture<FsdpBackend.Result> oneRun = FsdpRuns.start(() -> timed("worker ws1",
+                () -> FsdpRuns.fsdp(one, 1)));
+        CompletableFuture<FsdpBackend.Result> twoRun = FsdpRuns.start(() -> timed("worker ws2",
+                () -> FsdpRuns.fsdp(two, 2)));
+        FsdpRuns.joinAll(jvmRun, oneRun, twoRun);
+        Path jvm = jvmRun.join();
         double worst = 0;
         for (String key : List.of("loss", "reward", "rewards/contains/mean", "completions/mean_length", "kl",
                 "entropy", "eval_loss", "eval_reward")) {
@@ -142,16 +144,23 @@ class FsdpGrpoTest {
         WorkerEnvironment.python();
         // an adapter that moved away from the base (B no longer 0): 3 GRPO steps on the JVM
         Path adapter = FsdpRuns.jvm(FsdpRuns.recipe(tmp, "start", grpo(tmp.resolve("start"), REWARDS), "max_steps=3"));
-        Path jvmFrom = FsdpRuns.jvm(FsdpRuns.recipe(tmp, "jvm-from", grpo(tmp.resolve("jvm-from"), REWARDS),
-                "lora_model_dir=" + adapter, "max_steps=3"));
+        ValidatedRecipe jvmFromRecipe = FsdpRuns.recipe(tmp, "jvm-from", grpo(tmp.resolve("jvm-from"), REWARDS),
+                "lora_model_dir=" + adapter, "max_steps=3");
         ByteArrayOutputStream fromLog = new ByteArrayOutputStream();
         Path twoFrom = tmp.resolve("two-from");
-        try {
-            FsdpRuns.fsdp(FsdpRuns.recipe(tmp, "two-from", grpo(twoFrom, REWARDS), "lora_model_dir=" + adapter,
-                    "max_steps=3", "gradient_accumulation_steps=1"), 2, Map.of(), fromLog);
-        } finally {
-            System.out.println(fromLog.toString(StandardCharsets.UTF_8));
-        }
+        ValidatedRecipe twoFromRecipe = FsdpRuns.recipe(tmp, "two-from", grpo(twoFrom, REWARDS),
+                "lora_model_dir=" + adapter, "max_steps=3", "gradient_accumulation_steps=1");
+        // both continue the adapter written above and overlap each other
+        CompletableFuture<Path> jvmFromRun = FsdpRuns.start(() -> FsdpRuns.jvm(jvmFromRecipe));
+        CompletableFuture<FsdpBackend.Result> twoFromRun = FsdpRuns.start(() -> {
+            try {
+                return FsdpRuns.fsdp(twoFromRecipe, 2, Map.of(), fromLog);
+            } finally {
+                System.out.println(fromLog.toString(StandardCharsets.UTF_8));
+            }
+        });
+        FsdpRuns.joinAll(jvmFromRun, twoFromRun);
+        Path jvmFrom = jvmFromRun.join();
         assertTrue(fromLog.toString(StandardCharsets.UTF_8).contains("reference: the adapter from lora_model_dir"));
         double fromWorst = 0;
         for (String key : List.of("loss", "reward", "kl", "eval_loss", "eval_kl")) {
@@ -189,6 +198,16 @@ class FsdpGrpoTest {
         UserError refused = assertThrows(UserError.class, () -> FsdpBackend.train(recipe, new FsdpBackend.Settings(
                 launch, null, FsdpRuns.writer(new ByteArrayOutputStream()), Map.of(), false)));
         assertTrue(refused.oneLine().contains("--allow-commands"), refused.oneLine());
+    }
+
+    /** {@code run}, its wall time printed (alongside others, so it says how long this one took, not its cost). */
+    private static <T> T timed(String what, java.util.function.Supplier<T> run) {
+        long started = System.nanoTime();
+        try {
+            return run.get();
+        } finally {
+            System.out.printf(Locale.ROOT, "grpo wall time: %s %.1f s%n", what, (System.nanoTime() - started) / 1e9);
+        }
     }
 
     /** Every rank the log names has exited, and this JVM has no child left (no rank, no reward command). */
