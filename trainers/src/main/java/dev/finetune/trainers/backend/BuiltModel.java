@@ -11,6 +11,7 @@ import dev.finetune.trainers.model.LlamaModel;
 import dev.finetune.trainers.model.LoadOptions;
 import dev.finetune.trainers.train.LlamaTrainable;
 import dev.finetune.trainers.train.ModelInputs;
+import dev.finetune.trainers.train.TokenScores;
 import dev.finetune.trainers.train.TrainableModel;
 import java.io.IOException;
 import java.nio.file.Files;
@@ -156,6 +157,11 @@ final class BuiltModel {
         @Override
         public NDArray finalNormAndHead(NDArray hidden) {
             return model.finalNormAndHead(hidden);
+        }
+
+        @Override
+        public TokenScores.Sft sftScores(NDArray hidden, long[] targets, float[] weights, NDManager manager) {
+            return model.sftScores(hidden, targets, weights, manager);
         }
     }
 }

@@ -291,6 +291,26 @@ public final class LlamaModel {
         return head == null ? tiedHead(normed) : head.forward(normed);
     }
 
+    /** The final norm alone: {@code hidden [B, T, C]} → the LM head's input. */
+    public NDArray finalNorm(NDArray hidden) {
+        return finalNorm.forward(hidden);
+    }
+
+    /**
+     * The LM head's {@code [V, C]} matrix when the head is that matrix alone, applied in float32 (the tied
+     * embedding, or an {@code lm_head} without adapter or bias): then a loss can apply it itself
+     * ({@code TokenScores.sftThroughHead}). {@code null} otherwise.
+     */
+    public NDArray plainHeadWeight() {
+        if (bfloat16Compute()) {
+            return null;
+        }
+        if (head == null) {
+            return embedding.array();
+        }
+        return head instanceof PlainProjection plain && plain.bias() == null ? plain.weight() : null;
+    }
+
     /** {@link #finalNormAndHead} for generation, computed as transformers and PEFT compute it ({@link RmsNorm#infer}). */
     public NDArray inferHead(NDArray hidden) {
         NDArray normed = finalNorm.infer(hidden);

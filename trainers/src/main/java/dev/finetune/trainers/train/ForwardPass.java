@@ -3,6 +3,7 @@ package dev.finetune.trainers.train;
 import ai.djl.engine.Engine;
 import ai.djl.engine.EngineException;
 import ai.djl.ndarray.NDArray;
+import ai.djl.ndarray.NDManager;
 import ai.djl.ndarray.NDScope;
 import ai.djl.pytorch.engine.PtNDArray;
 import ai.djl.pytorch.jni.JniUtils;
@@ -21,6 +22,12 @@ public sealed interface ForwardPass {
 
     /** {@code inputs → logits [B, T, V]}; may be called several times per micro step (DPO: chosen and rejected). */
     NDArray logits(ModelInputs inputs);
+
+    /**
+     * {@link TokenScores#sft} of {@link #logits}, computed as the model prefers ({@link TrainableModel#sftScores}:
+     * with the head inside the loss where it can); targets and weights as there.
+     */
+    TokenScores.Sft sft(ModelInputs inputs, long[] targets, float[] weights, NDManager manager);
 
     /** Back-propagates {@code loss} into the gradients of the model's trainable arrays. */
     void backward(NDArray loss, GradientCollector collector);
@@ -51,6 +58,15 @@ public sealed interface ForwardPass {
 
         @Override
         public NDArray logits(ModelInputs inputs) {
+            return model.finalNormAndHead(hidden(inputs));
+        }
+
+        @Override
+        public TokenScores.Sft sft(ModelInputs inputs, long[] targets, float[] weights, NDManager manager) {
+            return model.sftScores(hidden(inputs), targets, weights, manager);
+        }
+
+        private NDArray hidden(ModelInputs inputs) {
             C context = model.prepare(inputs);
             NDArray hidden = model.embed(inputs);
             List<? extends TrainableModel.Layer<C>> layers = model.layers();
@@ -61,7 +77,7 @@ public sealed interface ForwardPass {
                 // until the micro step ends (peak RSS 3.0 GB -> 1.6 GB at 16 x 512 tokens on stories260K).
                 hidden = Recomputing.inOwnScope(layers.get(i), hidden, context);
             }
-            return model.finalNormAndHead(hidden);
+            return hidden;
         }
 
         @Override
@@ -96,6 +112,16 @@ public sealed interface ForwardPass {
 
         @Override
         public NDArray logits(ModelInputs inputs) {
+            return model.finalNormAndHead(lastHidden(inputs));
+        }
+
+        @Override
+        public TokenScores.Sft sft(ModelInputs inputs, long[] targets, float[] weights, NDManager manager) {
+            return model.sftScores(lastHidden(inputs), targets, weights, manager);
+        }
+
+        /** The layers run without a graph, each one's input taped; the output is where the graph starts. */
+        private NDArray lastHidden(ModelInputs inputs) {
             List<? extends TrainableModel.Layer<C>> layers = model.layers();
             List<NDArray> kept = new ArrayList<>(layers.size() + 1);
             C context = model.prepare(inputs);
@@ -115,7 +141,7 @@ public sealed interface ForwardPass {
             NDArray last = kept.get(kept.size() - 1);
             last.setRequiresGradient(true);
             tapes.add(new Tape<>(inputs, context, kept));
-            return model.finalNormAndHead(last);
+            return last;
         }
 
         @Override

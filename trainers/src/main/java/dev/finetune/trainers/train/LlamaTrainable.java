@@ -1,6 +1,7 @@
 package dev.finetune.trainers.train;
 
 import ai.djl.ndarray.NDArray;
+import ai.djl.ndarray.NDManager;
 import dev.finetune.adapters.NamedArray;
 import dev.finetune.trainers.model.DecoderLayer;
 import dev.finetune.trainers.model.LlamaModel;
@@ -94,5 +95,14 @@ public final class LlamaTrainable implements TrainableModel<LlamaTrainable.Share
     @Override
     public NDArray finalNormAndHead(NDArray hidden) {
         return model.finalNormAndHead(hidden);
+    }
+
+    @Override
+    public TokenScores.Sft sftScores(NDArray hidden, long[] targets, float[] weights, NDManager manager) {
+        NDArray headWeight = model.plainHeadWeight();
+        if (headWeight == null) {
+            return TokenScores.sft(finalNormAndHead(hidden), targets, weights, manager);
+        }
+        return TokenScores.sftThroughHead(model.finalNorm(hidden), headWeight, targets, weights, manager);
     }
 }

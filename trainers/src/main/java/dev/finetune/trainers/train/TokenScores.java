@@ -5,6 +5,8 @@ import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.NDManager;
 import ai.djl.ndarray.types.Shape;
 import dev.finetune.trainers.model.TorchScript;
+import java.util.HashMap;
+import java.util.Map;
 
 /**
  * Everything the objectives read from the logits {@code [B, T, V]} after the LM head, in one compiled module
@@ -22,8 +24,9 @@ import dev.finetune.trainers.model.TorchScript;
  * be read. Without a gradient (reference log-probabilities) they are left as they were.
  */
 public final class TokenScores {
-    private static TorchScript sftLoss;
-    private static TorchScript tokenLogProbs;
+    private static final String SOURCE = "/dev/finetune/trainers/train/token_scores.py";
+    /** Compiled once per process, like code, and kept for its lifetime. */
+    private static final Map<String, TorchScript> COMPILED = new HashMap<>();
 
     private TokenScores() {}
 
@@ -45,14 +48,30 @@ public final class TokenScores {
      * a position with weight 0 gets exactly zero gradient (its target must still be a valid index).
      */
     public static Sft sft(NDArray logits, long[] targets, float[] weights, NDManager manager) {
-        NDList out = script(true).forward(inputs(logits, targets, weights, manager));
+        return sft(script("SftLoss").forward(inputs(logits, targets, weights, manager)));
+    }
+
+    /**
+     * {@link #sft} of the logits {@code normed · headWeightᵀ}, with the LM head inside: {@code normed [B, T, D]}
+     * (after the final norm), {@code headWeight [V, D]} (tied embedding or {@code lm_head}). The logits never enter
+     * the graph; the head's gradients are taken from them while they hold the loss's gradient factor, so backward
+     * writes no {@code [B, T, V]} array.
+     */
+    public static Sft sftThroughHead(NDArray normed, NDArray headWeight, long[] targets, float[] weights,
+            NDManager manager) {
+        Shape shape = new Shape(normed.getShape().get(0), normed.getShape().get(1));
+        return sft(script("HeadSftLoss").forward(new NDList(normed, headWeight, manager.create(targets, shape),
+                manager.create(weights, shape))));
+    }
+
+    private static Sft sft(NDList out) {
         try (NDArray entropy = out.get(1); NDArray correct = out.get(2)) {
             return new Sft(out.get(0), entropy.toFloatArray(), correct.toFloatArray());
         }
     }
 
     public static PerToken perToken(NDArray logits, long[] targets, float[] weights, NDManager manager) {
-        NDList out = script(false).forward(inputs(logits, targets, weights, manager));
+        NDList out = script("TokenLogProbs").forward(inputs(logits, targets, weights, manager));
         try (NDArray entropy = out.get(1); NDArray correct = out.get(2); NDArray mean = out.get(3)) {
             return new PerToken(out.get(0), entropy.toFloatArray(), correct.toFloatArray(), mean.toFloatArray());
         }
@@ -63,18 +82,7 @@ public final class TokenScores {
         return new NDList(logits, manager.create(targets, shape), manager.create(weights, shape));
     }
 
-    /** Compiled once per process, like code, and kept for its lifetime. */
-    private static synchronized TorchScript script(boolean sft) {
-        String resource = "/dev/finetune/trainers/train/token_scores.py";
-        if (sft) {
-            if (sftLoss == null) {
-                sftLoss = TorchScript.load(resource, "SftLoss", NDManager.newBaseManager());
-            }
-            return sftLoss;
-        }
-        if (tokenLogProbs == null) {
-            tokenLogProbs = TorchScript.load(resource, "TokenLogProbs", NDManager.newBaseManager());
-        }
-        return tokenLogProbs;
+    private static synchronized TorchScript script(String module) {
+        return COMPILED.computeIfAbsent(module, m -> TorchScript.load(SOURCE, m, NDManager.newBaseManager()));
     }
 }

@@ -1,6 +1,7 @@
 package dev.finetune.trainers.train;
 
 import ai.djl.ndarray.NDArray;
+import ai.djl.ndarray.NDManager;
 import dev.finetune.adapters.NamedArray;
 import java.util.List;
 
@@ -41,6 +42,15 @@ public interface TrainableModel<C> {
 
     /** {@code hidden [B, T, D] → logits [B, T, V]}. */
     NDArray finalNormAndHead(NDArray hidden);
+
+    /**
+     * {@link TokenScores#sft} of {@link #finalNormAndHead}'s logits. A model whose head is one matrix overrides
+     * this to apply the head inside the loss ({@link TokenScores#sftThroughHead}), where backward writes no
+     * {@code [B, T, V]} gradient.
+     */
+    default TokenScores.Sft sftScores(NDArray hidden, long[] targets, float[] weights, NDManager manager) {
+        return TokenScores.sft(finalNormAndHead(hidden), targets, weights, manager);
+    }
 
     /** One decoder layer: {@code hidden [B, T, D] → hidden [B, T, D]}; a pure function of its arguments and weights. */
     @FunctionalInterface

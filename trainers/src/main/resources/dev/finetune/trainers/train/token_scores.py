@@ -18,6 +18,31 @@ class SftLoss(Module):
       loss = torch.add(loss, torch.sub(surrogate, torch.detach(surrogate)))
     shape = torch.size(weights)
     return (loss, torch.reshape(scored[1], shape), torch.reshape(scored[2], shape))
+class HeadSftLoss(Module):
+  __parameters__ = []
+  __buffers__ = []
+  training : bool
+  def forward(self: __torch__.HeadSftLoss, normed: Tensor, weight: Tensor, targets: Tensor, weights: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
+    # SftLoss with the LM head (logits = normed·weightᵀ) inside: the logits are made without a graph and the
+    # head's own gradients are taken here from the factor, weights·(softmax - onehot), while it sits in their
+    # storage: d normed = factor·weight, d weight = factorᵀ·normed. Backward then scales those [N, D] and [V, D]
+    # arrays; through the logits it would make a fresh [N, V] gradient and multiply it (for a 32,000 vocabulary
+    # at 2,048 tokens, 262 MB written and read once more per micro step).
+    x = torch.reshape(torch.detach(normed), [-1, torch.size(normed, -1)])
+    w = torch.detach(weight)
+    gradient = torch.is_grad_enabled() and (normed.requires_grad or weight.requires_grad)
+    factor = torch.mm(x, torch.t(w))
+    scored = __torch__.scores(factor, torch.reshape(targets, [-1]), torch.reshape(weights, [-1]), gradient, False)
+    loss = torch.neg(torch.sum(torch.mul(torch.reshape(scored[0], torch.size(weights)), weights)))
+    if gradient:
+      surrogate = torch.zeros([], dtype=6)
+      if normed.requires_grad:
+        surrogate = torch.add(surrogate, torch.dot(torch.reshape(normed, [-1]), torch.reshape(torch.mm(factor, w), [-1])))
+      if weight.requires_grad:
+        surrogate = torch.add(surrogate, torch.dot(torch.reshape(weight, [-1]), torch.reshape(torch.mm(torch.t(factor), x), [-1])))
+      loss = torch.add(loss, torch.sub(surrogate, torch.detach(surrogate)))
+    shape = torch.size(weights)
+    return (loss, torch.reshape(scored[1], shape), torch.reshape(scored[2], shape))
 class TokenLogProbs(Module):
   __parameters__ = []
   __buffers__ = []

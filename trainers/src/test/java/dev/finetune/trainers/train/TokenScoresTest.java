@@ -209,6 +209,63 @@ class TokenScoresTest {
         }
     }
 
+    /** Loss and gradients of the head applied inside the loss, or outside it ({@code logits = normed·Wᵀ}). */
+    private record Head(float loss, float[] entropy, float[] correct, float[] normedGradient, float[] weightGradient) {}
+
+    private static Head head(float[] normedValues, NDArray weight, boolean inside, boolean weightTrained) {
+        try (NDScope scope = new NDScope()) {
+            NDArray normed = manager.create(normedValues, new Shape(ROWS, COLUMNS, weight.getShape().get(1)));
+            normed.setRequiresGradient(true);
+            NDArray w = weight.duplicate();
+            w.setRequiresGradient(weightTrained);
+            TokenScores.Sft scored;
+            try (GradientCollector collector = Engine.getInstance().newGradientCollector()) {
+                scored = inside ? TokenScores.sftThroughHead(normed, w, targets, weights, manager)
+                        : TokenScores.sft(JniUtils.linear((ai.djl.pytorch.engine.PtNDArray) normed,
+                                (ai.djl.pytorch.engine.PtNDArray) w, null), targets, weights, manager);
+                // as the loop scales a micro batch's sum by the window's weight
+                collector.backward(scored.loss().mul(manager.create(1f / 29f)));
+            }
+            return new Head(scored.loss().getFloat(), scored.entropy(), scored.correct(),
+                    normed.getGradient().toFloatArray(), weightTrained ? w.getGradient().toFloatArray() : null);
+        }
+    }
+
+    @Test
+    void theHeadInsideTheLossGivesTheLossAndGradientsOfTheHeadOutsideIt() {
+        LlamaModel model = LlamaModel.load(Stories260KReference.modelDir(), manager, LoadOptions.inference());
+        NDArray weight = model.plainHeadWeight();
+        assertTrue(weight != null, "stories260K ties its head to the embedding");
+        java.util.Random random = new java.util.Random(5);
+        float[] normed = new float[(int) (ROWS * COLUMNS * weight.getShape().get(1))];
+        for (int i = 0; i < normed.length; i++) {
+            normed[i] = (float) (3 * random.nextGaussian());
+        }
+        for (boolean weightTrained : new boolean[] {false, true}) {
+            Head outside = head(normed, weight, false, weightTrained);
+            Head inside = head(normed, weight, true, weightTrained);
+            assertEquals(outside.loss(), inside.loss(), 1e-6 * Math.abs(outside.loss()), "loss");
+            assertArrayEquals(outside.entropy(), inside.entropy(), "entropy");
+            assertArrayEquals(outside.correct(), inside.correct(), "argmax hits");
+            // the same products, scaled by 1/29 before the head's GEMM outside and after it inside
+            assertClose(outside.normedGradient(), inside.normedGradient(), 1e-6 * maxAbs(outside.normedGradient()),
+                    "gradient of the head's input");
+            if (weightTrained) {
+                assertClose(outside.weightGradient(), inside.weightGradient(),
+                        1e-6 * maxAbs(outside.weightGradient()), "gradient of the head's weight");
+            }
+        }
+    }
+
+    private static double maxAbs(float[] values) {
+        double max = 0;
+        for (float v : values) {
+            max = Math.max(max, Math.abs(v));
+        }
+        assertTrue(max > 0, "a gradient that is all zero checks nothing");
+        return max;
+    }
+
     private static void assertClose(float[] expected, float[] actual, double tolerance, String what) {
         assertEquals(expected.length, actual.length, what);
         for (int i = 0; i < expected.length; i++) {

@@ -25,11 +25,33 @@ public final class SftObjective implements Objective<SftBatch> {
                 manager.create(batch.inputIds(), shape),
                 manager.create(batch.positionIds(), shape),
                 manager.create(batch.segmentIds(), shape));
-        NDArray logits = forward.logits(inputs);
-        TokenScores.Sft scored = score(logits, batch, manager);
-        // The logits' storage now holds what backward needs and the graph holds it; the Java wrapper can go.
-        logits.close();
+        Targets targets = Targets.of(batch);
+        TokenScores.Sft scored = forward.sft(inputs, targets.ids(), targets.weights(), manager);
         return new Loss(scored.loss(), tokenMetrics(scored, batch));
+    }
+
+    /**
+     * Each position's target, the token after it, and weight: 1 for a labelled target, else 0 with target 0
+     * (exactly zero gradient).
+     */
+    private record Targets(long[] ids, float[] weights) {
+        static Targets of(SftBatch batch) {
+            int rows = batch.rows();
+            int columns = batch.columns();
+            long[] labels = batch.labels();
+            long[] targets = new long[rows * columns];
+            float[] weights = new float[rows * columns];
+            for (int r = 0; r < rows; r++) {
+                for (int t = 0; t + 1 < columns; t++) {
+                    long next = labels[r * columns + t + 1];
+                    if (next != SftBatch.IGNORE) {
+                        targets[r * columns + t] = next;
+                        weights[r * columns + t] = 1f;
+                    }
+                }
+            }
+            return new Targets(targets, weights);
+        }
     }
 
     /**
@@ -60,21 +82,8 @@ public final class SftObjective implements Objective<SftBatch> {
      * which this consumes when they carry a gradient ({@link TokenScores}).
      */
     static TokenScores.Sft score(NDArray logits, SftBatch batch, NDManager manager) {
-        int rows = batch.rows();
-        int columns = batch.columns();
-        long[] labels = batch.labels();
-        long[] targets = new long[rows * columns];
-        float[] weights = new float[rows * columns];
-        for (int r = 0; r < rows; r++) {
-            for (int t = 0; t + 1 < columns; t++) {
-                long next = labels[r * columns + t + 1];
-                if (next != SftBatch.IGNORE) {
-                    targets[r * columns + t] = next;
-                    weights[r * columns + t] = 1f;
-                }
-            }
-        }
-        return TokenScores.sft(logits, targets, weights, manager);
+        Targets targets = Targets.of(batch);
+        return TokenScores.sft(logits, targets.ids(), targets.weights(), manager);
     }
 
     /** {@link #score}'s loss alone. */
