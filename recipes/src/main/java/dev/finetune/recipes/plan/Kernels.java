@@ -76,7 +76,12 @@ public record Kernels(Layers layers, Loss loss, Attention attention) {
          * The single-device trainer's one pass over the logits ({@code TokenScores}): the fp32 logits, then the loss's
          * gradient factor written into their storage, and in backward the logits' gradient: 8 B/logit.
          */
-        IN_PLACE("one pass over fp32 logits, gradient factor in place");
+        IN_PLACE("one pass over fp32 logits, gradient factor in place"),
+        /**
+         * {@link #IN_PLACE} with the LM head inside it (SFT in float32 through a plain head): the head's gradients
+         * are taken from the factor in the logits' storage, so no logits gradient follows: 4 B/logit.
+         */
+        HEAD_INSIDE("one pass over fp32 logits with the LM head inside, no logits gradient");
 
         private final String label;
 
@@ -97,9 +102,9 @@ public record Kernels(Layers layers, Loss loss, Attention attention) {
     /**
      * The single-device DJL trainer: each layer one compiled module of eager ops with torch's fused attention (told
      * the mask, so computing every score, unless no row is packed or padded), and the loss in one pass over the
-     * logits.
+     * logits, with the LM head inside it when {@code headInsideLoss} (trainers' {@code TokenScores.sftThroughHead}).
      */
-    public static Kernels singleDevice() {
-        return new Kernels(Layers.EAGER, Loss.IN_PLACE, Attention.FUSED_MASKED);
+    public static Kernels singleDevice(boolean headInsideLoss) {
+        return new Kernels(Layers.EAGER, headInsideLoss ? Loss.HEAD_INSIDE : Loss.IN_PLACE, Attention.FUSED_MASKED);
     }
 }

@@ -56,6 +56,7 @@ public final class MemoryModel {
             case UPCAST_FP32 -> act == 4 ? 12 : act + 4 + 4 + 4 + act;
             // the logits are float32 whatever the matmuls ran in
             case IN_PLACE -> 4 + 4;
+            case HEAD_INSIDE -> 4;
             case CHUNKED -> kernels.layers() == Kernels.Layers.FUSED
                     ? act + (double) act / LOSS_CHUNKS
                     : 4 + (4.0 + act) / LOSS_CHUNKS;

@@ -30,7 +30,18 @@ public final class RecipeSetup {
         return new TrainingSetup(modelName, model, recipe.adapter(),
                 regime != null ? regime : regime(recipe, hardware), t.optimizer() != null ? t.optimizer() : Recipe.Optimizer.ADAMW_TORCH, micro, accumulation,
                 t.sequenceLen(), checkpointing, objective(recipe.objective(), generationBatch),
-                sharding(recipe, hardware), hardware, runsInThisJvm(recipe, hardware) ? Kernels.singleDevice() : Kernels.ours());
+                sharding(recipe, hardware), hardware,
+                runsInThisJvm(recipe, hardware) ? Kernels.singleDevice(headInsideLoss(recipe, model)) : Kernels.ours());
+    }
+
+    /**
+     * Where the single-device trainer applies the LM head inside the SFT loss: float32 compute and a head that is
+     * one matrix (no LoRA on {@code lm_head}). DPO and GRPO read per-token log-probabilities from the logits.
+     */
+    static boolean headInsideLoss(Recipe recipe, ModelConfig model) {
+        return recipe.objective() instanceof Recipe.Objective.Sft && !recipe.precision().bfloat16OnCpu()
+                && model.parameters().loraTargets(recipe.adapter()).stream()
+                        .noneMatch(t -> t.name().equals("lm_head") || t.name().endsWith(".lm_head"));
     }
 
     /** Runs on the single-device DJL trainer rather than the torchrun worker (DESIGN.md §5 and §6). */

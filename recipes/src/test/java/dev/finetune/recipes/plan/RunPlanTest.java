@@ -226,11 +226,16 @@ class RunPlanTest {
         RunPlan run = RunPlan.of(v, dir, null, Devices.of(v.recipe().hardware()), null, rates);
         CpuOverhead overhead = run.time().overhead();
         assertEquals(600 + 15 * 70, overhead.calls());
-        // The trainer's fused attention keeps no [B, heads, T, T] scores, and its one pass over the logits keeps the
-        // fp32 logits and, in backward, their gradient: 8 B per logit; but every score is still computed and worked.
+        // The trainer's fused attention keeps no [B, heads, T, T] scores, and its SFT loss applies the (plain, fp32)
+        // LM head itself: the fp32 logits, 4 B per logit, and no logits gradient; but every score is still computed
+        // and worked.
         MemoryEstimate memory = run.memory().estimate();
         assertTrue(memory.terms().stream().noneMatch(t -> t.name().equals("attention_weights")), memory.terms().toString());
-        assertEquals(4L * 256 * 512 * 8, memory.term("logits").in(Phase.FORWARD_BACKWARD));
+        assertEquals(4L * 256 * 512 * 4, memory.term("logits").in(Phase.FORWARD_BACKWARD));
+        // with LoRA on lm_head the logits come out of the adapted head, and their gradient goes back into it: 8 B
+        RunPlan adaptedHead = RunPlan.of(ValidatedRecipe.load(file, List.of("lora_target_modules=[lm_head]")), dir,
+                null, Devices.of(v.recipe().hardware()), null, rates);
+        assertEquals(4L * 256 * 512 * 8, adaptedHead.memory().estimate().term("logits").in(Phase.FORWARD_BACKWARD));
         double scores = 14.0 * 5 * 4 * 8 * 256 * 256 * 4;
         assertEquals(587_202_560.0, scores);
         assertTrue(overhead.bytes() > scores, overhead.how());
