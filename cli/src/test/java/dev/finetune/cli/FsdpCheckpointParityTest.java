@@ -13,6 +13,7 @@ import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.CompletableFuture;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
@@ -65,7 +66,8 @@ class FsdpCheckpointParityTest {
         com.google.gson.JsonObject state = views.result(handle);
         assertEquals(step, state.get("global_step").getAsInt(), "TrainerState.load_from_json: global_step");
         // step 0's evaluation, then a training entry per step and an evaluation entry every eval_steps
-        assertEquals(1 + step + step / 2, state.get("log_history").getAsInt(), "log_history entries up to step " + step);
+        assertEquals(1 + step + step / 2, state.get("log_history").getAsInt(),
+                "log_history entries up to step " + step);
     }
 
     @Test
@@ -73,8 +75,16 @@ class FsdpCheckpointParityTest {
     void everyFsdpCheckpointOpensInTheHfStack(@TempDir Path dir) throws Exception {
         Path work = Files.createDirectories(dir.resolve("work"));
         Path lora = recipe(dir, "lora", "adapter: lora\nlora_r: 8\nlora_alpha: 16\nlora_target_linear: true");
-        PeftParityTest.Run train = fsdp(lora);
+        Path full = recipe(dir, "full", "");
+        // the LoRA and the full fine-tune runs need nothing from each other
+        CompletableFuture<PeftParityTest.Run> loraRun = Overlap.start(() -> fsdp(lora));
+        CompletableFuture<PeftParityTest.Run> fullRun = Overlap.start(() -> fsdp(full, "max_steps=2",
+                "learning_rate=1e-3"));
+        Overlap.joinAll(loraRun, fullRun);
+        PeftParityTest.Run train = loraRun.join();
         assertEquals(0, train.exit(), train.out() + train.err());
+        PeftParityTest.Run fullTrain = fullRun.join();
+        assertEquals(0, fullTrain.exit(), fullTrain.out() + fullTrain.err());
         Path run = dir.resolve("lora");
         // after the first optimizer step each rank's measured peak stands beside the plan's per-device estimate, and
         // the first step's metrics line carries them under the single-device run's names
@@ -95,34 +105,39 @@ class FsdpCheckpointParityTest {
         double measured = first.get("peak_memory_mb").getAsDouble();
         assertEquals(100 * (planned / measured - 1), first.get("plan_peak_memory_error_pct").getAsDouble(), 1e-9);
 
-        Path full = recipe(dir, "full", "");
-        PeftParityTest.Run fullTrain = fsdp(full, "max_steps=2", "learning_rate=1e-3");
-        assertEquals(0, fullTrain.exit(), fullTrain.out() + fullTrain.err());
         Path fullCheckpoint = dir.resolve("full").resolve("checkpoint-2");
         Path merged = work.resolve("merged");
-        PeftParityTest.Run merge = PeftParityTest.finetune("merge-lora", run.resolve("checkpoint-4").toString(),
-                "--out", merged.toString());
-        assertEquals(0, merge.exit(), merge.err());
 
-        // every Hugging Face view of the three checkpoints from one Python process
+        // every Hugging Face view of the three checkpoints from one Python process, while child JVMs generate from
+        // each checkpoint and from the merge of the last one
         HfViews views = new HfViews();
         Map<Integer, Integer> peft = new HashMap<>();
         Map<Integer, Integer> states = new HashMap<>();
-        Map<Integer, JsonArray> ours = new HashMap<>();
+        Map<Integer, CompletableFuture<JsonArray>> ours = new HashMap<>();
         for (int step : new int[] {2, 4}) {
             Path checkpoint = run.resolve("checkpoint-" + step);
-            ours.put(step, PeftParityTest.ourLogits(checkpoint));
+            ours.put(step, Overlap.start(() -> PeftParityTest.ourLogits(checkpoint)));
             peft.put(step, views.adapterLogits(checkpoint));
             states.put(step, views.trainerState(checkpoint));
         }
-        JsonArray fullOurs = PeftParityTest.ourLogits(fullCheckpoint);
+        CompletableFuture<JsonArray> fullOurs = Overlap.start(() -> PeftParityTest.ourLogits(fullCheckpoint));
         int fullLogits = views.modelLogits(fullCheckpoint);
         int fullState = views.trainerState(fullCheckpoint);
-        views.run(work);
+        CompletableFuture<JsonArray> fromMerged = Overlap.start(() -> {
+            PeftParityTest.Run merge = PeftParityTest.finetune("merge-lora", run.resolve("checkpoint-4").toString(),
+                    "--out", merged.toString());
+            assertEquals(0, merge.exit(), merge.err());
+            return PeftParityTest.ourLogits(merged);
+        });
+        CompletableFuture<Void> hf = Overlap.start(() -> {
+            views.run(work);
+            return null;
+        });
+        Overlap.joinAll(ours.get(2), ours.get(4), fullOurs, fromMerged, hf);
 
         for (int step : new int[] {2, 4}) {
             Path checkpoint = run.resolve("checkpoint-" + step);
-            double gap = views.logitGap(peft.get(step), ours.get(step), "checkpoint-" + step);
+            double gap = views.logitGap(peft.get(step), ours.get(step).join(), "checkpoint-" + step);
             System.out.printf("fsdp lora checkpoint-%d: PEFT loads it, max |logit - ours| %.2e%n", step, gap);
             assertTrue(gap < 1e-5, "checkpoint-" + step + ": logits differ from PEFT's by " + gap);
             trainerState(views, states.get(step), step);
@@ -131,11 +146,12 @@ class FsdpCheckpointParityTest {
         // the last checkpoint holds the final weights
         assertEquals(Files.mismatch(run.resolve("checkpoint-4/adapter_model.safetensors"),
                 run.resolve("adapter_model.safetensors")), -1L);
-        JsonArray fromMerged = PeftParityTest.ourLogits(merged);
-        for (int i = 0; i < fromMerged.size(); i++) {
-            assertEquals(ours.get(4).get(i).getAsDouble(), fromMerged.get(i).getAsDouble(), 1e-4, "logit " + i);
+        JsonArray fromCheckpoint = ours.get(4).join();
+        JsonArray mergedLogits = fromMerged.join();
+        for (int i = 0; i < mergedLogits.size(); i++) {
+            assertEquals(fromCheckpoint.get(i).getAsDouble(), mergedLogits.get(i).getAsDouble(), 1e-4, "logit " + i);
         }
-        double fullGap = views.logitGap(fullLogits, fullOurs, "full checkpoint-2");
+        double fullGap = views.logitGap(fullLogits, fullOurs.join(), "full checkpoint-2");
         System.out.printf("fsdp full checkpoint-2: transformers loads it, max |logit - ours| %.2e%n", fullGap);
         assertTrue(fullGap < 1e-5, "full checkpoint-2: logits differ from transformers' by " + fullGap);
         trainerState(views, fullState, 2);

@@ -11,8 +11,10 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.HashMap;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -64,9 +66,9 @@ class PeftParityTest {
     private static final Map<String, JsonArray> OURS = new HashMap<>();
 
     /**
-     * The class's processes, each once: one Python process writes the three PEFT adapters, a child JVM trains the
-     * quickstart for 4 steps and merges its last checkpoint, one child JVM per folder generates, and one Python
-     * process reads every folder with PEFT; the tests then compare.
+     * The class's processes, each once: one Python process writes the three PEFT adapters while a child JVM trains
+     * the quickstart for 4 steps; then a child JVM per folder generates while another merges the last checkpoint and
+     * one Python process reads every folder with PEFT; the tests then compare.
      */
     @BeforeAll
     @Timeout(1500)
@@ -76,25 +78,41 @@ class PeftParityTest {
         written.write(MODEL, work.resolve("excluded"), "all",
                 "model.layers.0.self_attn.q_proj,model.layers.2.self_attn.v_proj", 4, 8, null);
         written.write(MODEL, work.resolve("alpha6"), "all", "-", 4, 6, "all-linear");
-        written.run(work);
-
         Path run = work.resolve("run");
-        Run train = finetune(MainProcessTest.repoRoot().resolve("configs/quickstart.yaml").toString(), "max_steps=4",
-                "save_steps=2", "eval_steps=2", "logging_steps=1", "output_dir=" + run);
-        assertEquals(0, train.exit(), train.err());
-        Run merge = finetune("merge-lora", run.resolve("checkpoint-4").toString(), "--out", work.resolve("merged")
-                .toString());
-        assertEquals(0, merge.exit(), merge.err());
+        CompletableFuture<Void> adapters = Overlap.start(() -> {
+            written.run(work);
+            return null;
+        });
+        CompletableFuture<Run> train = Overlap.start(() -> finetune(MainProcessTest.repoRoot()
+                .resolve("configs/quickstart.yaml").toString(), "max_steps=4", "save_steps=2", "eval_steps=2",
+                "logging_steps=1", "output_dir=" + run));
+        Overlap.joinAll(adapters, train);
+        assertEquals(0, train.join().exit(), train.join().err());
 
+        List<CompletableFuture<?>> all = new ArrayList<>();
+        Map<String, CompletableFuture<JsonArray>> ours = new LinkedHashMap<>();
         for (String name : List.of("partial", "excluded", "alpha6", "run/checkpoint-2", "run/checkpoint-4")) {
-            OURS.put(name, ourLogits(work.resolve(name)));
+            ours.put(name, Overlap.start(() -> ourLogits(work.resolve(name))));
             PEFT_LOGITS.put(name, PEFT.adapterLogits(work.resolve(name)));
         }
-        OURS.put("merged", ourLogits(work.resolve("merged")));
         for (String name : List.of("run/checkpoint-2", "run/checkpoint-4")) {
             STATES.put(name, PEFT.trainerState(work.resolve(name)));
         }
-        PEFT.run(work);
+        ours.put("merged", Overlap.start(() -> {
+            Run merge = finetune("merge-lora", run.resolve("checkpoint-4").toString(), "--out", work.resolve("merged")
+                    .toString());
+            assertEquals(0, merge.exit(), merge.err());
+            return ourLogits(work.resolve("merged"));
+        }));
+        all.addAll(ours.values());
+        all.add(Overlap.start(() -> {
+            PEFT.run(work);
+            return null;
+        }));
+        Overlap.joinAll(all.toArray(CompletableFuture[]::new));
+        for (Map.Entry<String, CompletableFuture<JsonArray>> e : ours.entrySet()) {
+            OURS.put(e.getKey(), e.getValue().join());
+        }
     }
 
     private static double logitGap(String name) {
