@@ -12,6 +12,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
@@ -126,8 +127,20 @@ class FsdpOutputFolderTest {
         }
         drain.join();
 
+        // Two refusals that do not touch out/ run beside the takeover below: an output_dir that holds an input (even
+        // with overwrite_output_dir), and a folder of someone else's files; neither may write anything.
+        CompletableFuture<PeftParityTest.Run> input = Overlap.start(() -> PeftParityTest.finetune(fsdp(recipe,
+                "max_steps=2", "output_dir=" + dir, "overwrite_output_dir=true")));
+        Path foreign = Files.createDirectories(dir.resolve("theirs"));
+        Files.writeString(foreign.resolve("notes.txt"), "mine");
+        CompletableFuture<PeftParityTest.Run> refused = Overlap.start(() -> PeftParityTest.finetune(fsdp(recipe,
+                "max_steps=2", "output_dir=" + foreign)));
+
         // the folder is free again: this recipe's stopped run had saved nothing, so a new one may take it over
-        PeftParityTest.Run again = PeftParityTest.finetune(fsdp(recipe, "max_steps=2", "save_steps=2"));
+        CompletableFuture<PeftParityTest.Run> takeover = Overlap.start(() -> PeftParityTest.finetune(fsdp(recipe,
+                "max_steps=2", "save_steps=2")));
+        Overlap.joinAll(input, refused, takeover);
+        PeftParityTest.Run again = takeover.join();
         assertEquals(0, again.exit(), again.out() + again.err());
         assertTrue(again.out().contains("reused"), "the preprocess cache survives the takeover:\n" + again.out());
         assertTrue(Files.isRegularFile(out.resolve("adapter_model.safetensors")));
@@ -138,20 +151,15 @@ class FsdpOutputFolderTest {
         assertTrue(finished.err().contains("output_dir already holds an earlier run (1 checkpoint)"), finished.err());
         assertTrue(finished.err().contains("resume_from_checkpoint=true"), finished.err());
 
-        // an output_dir that holds an input is refused even with overwrite_output_dir, and nothing is written
-        PeftParityTest.Run input = PeftParityTest.finetune(fsdp(recipe, "max_steps=2", "output_dir=" + dir,
-                "overwrite_output_dir=true"));
-        assertEquals(2, input.exit(), input.err());
-        assertTrue(input.err().contains("output_dir holds the run's input"), input.err());
+        PeftParityTest.Run holdsInput = input.join();
+        assertEquals(2, holdsInput.exit(), holdsInput.err());
+        assertTrue(holdsInput.err().contains("output_dir holds the run's input"), holdsInput.err());
         assertFalse(Files.exists(dir.resolve(OutputFolder.MARKER)));
         assertFalse(Files.exists(dir.resolve("worker")));
 
-        // a folder of someone else's files is refused before anything is written
-        Path foreign = Files.createDirectories(dir.resolve("theirs"));
-        Files.writeString(foreign.resolve("notes.txt"), "mine");
-        PeftParityTest.Run refused = PeftParityTest.finetune(fsdp(recipe, "max_steps=2", "output_dir=" + foreign));
-        assertEquals(2, refused.exit(), refused.err());
-        assertTrue(refused.err().contains("output_dir is not empty and was not written by finetune"), refused.err());
+        PeftParityTest.Run theirs = refused.join();
+        assertEquals(2, theirs.exit(), theirs.err());
+        assertTrue(theirs.err().contains("output_dir is not empty and was not written by finetune"), theirs.err());
         try (var entries = Files.list(foreign)) {
             assertEquals(List.of(foreign.resolve("notes.txt")), entries.toList());
         }
