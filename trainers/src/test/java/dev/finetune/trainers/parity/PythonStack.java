@@ -31,17 +31,23 @@ public final class PythonStack {
         throw new IllegalStateException("no repository root above " + here);
     }
 
+    /** What {@link #python} found, once per test JVM: the probe alone is a Python start importing all four. */
+    private static String problem;
+    private static boolean checked;
+
     /** The venv's interpreter with torch, transformers, peft and trl importable; skips or fails when absent. */
-    public static Path python() {
+    public static synchronized Path python() {
         Path python = repoRoot().resolve(".venv/bin/python");
-        String problem = null;
-        if (!Files.isExecutable(python)) {
-            problem = python + " is missing";
-        } else {
-            Result probe = run(List.of(python.toString(), "-c", "import torch, transformers, peft, trl"), 120);
-            if (probe.exit() != 0) {
-                problem = python + " cannot import torch, transformers, peft and trl: " + probe.output();
+        if (!checked) {
+            if (!Files.isExecutable(python)) {
+                problem = python + " is missing";
+            } else {
+                Result probe = run(List.of(python.toString(), "-c", "import torch, transformers, peft, trl"), 120);
+                if (probe.exit() != 0) {
+                    problem = python + " cannot import torch, transformers, peft and trl: " + probe.output();
+                }
             }
+            checked = true;
         }
         if (problem != null) {
             if ("true".equals(System.getenv("CI"))) {
