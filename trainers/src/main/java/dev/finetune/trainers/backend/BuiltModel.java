@@ -163,5 +163,11 @@ final class BuiltModel {
         public TokenScores.Sft sftScores(NDArray hidden, long[] targets, float[] weights, NDManager manager) {
             return model.sftScores(hidden, targets, weights, manager);
         }
+
+        @Override
+        public TokenScores.PerToken perTokenScores(NDArray hidden, long[] targets, float[] weights,
+                NDManager manager) {
+            return model.perTokenScores(hidden, targets, weights, manager);
+        }
     }
 }

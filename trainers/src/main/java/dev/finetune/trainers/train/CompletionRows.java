@@ -93,7 +93,15 @@ public record CompletionRows(int rows, int columns, long[] inputIds, long[] posi
     public record Scored(NDArray logProbs, Stats stats) {}
 
     public Scored score(NDArray logits, NDManager manager) {
-        TokenScores.PerToken scored = TokenScores.perToken(logits, targets, completionMask, manager);
+        return scored(TokenScores.perToken(logits, targets, completionMask, manager));
+    }
+
+    /** {@link #score} of the logits {@code forward} makes of these rows' {@code inputs}, as the model prefers. */
+    public Scored score(ForwardPass forward, ModelInputs inputs, NDManager manager) {
+        return scored(forward.perToken(inputs, targets, completionMask, manager));
+    }
+
+    private Scored scored(TokenScores.PerToken scored) {
         double[] entropySum = new double[rows];
         double[] logitSum = new double[rows];
         long[] correct = new long[rows];

@@ -29,6 +29,9 @@ public sealed interface ForwardPass {
      */
     TokenScores.Sft sft(ModelInputs inputs, long[] targets, float[] weights, NDManager manager);
 
+    /** {@link TokenScores#perToken} of {@link #logits}, as {@link #sft} is of the SFT loss. */
+    TokenScores.PerToken perToken(ModelInputs inputs, long[] targets, float[] weights, NDManager manager);
+
     /** Back-propagates {@code loss} into the gradients of the model's trainable arrays. */
     void backward(NDArray loss, GradientCollector collector);
 
@@ -64,6 +67,12 @@ public sealed interface ForwardPass {
         @Override
         public TokenScores.Sft sft(ModelInputs inputs, long[] targets, float[] weights, NDManager manager) {
             return model.sftScores(hidden(inputs), targets, weights, manager);
+        }
+
+        @Override
+        public TokenScores.PerToken perToken(ModelInputs inputs, long[] targets, float[] weights,
+                NDManager manager) {
+            return model.perTokenScores(hidden(inputs), targets, weights, manager);
         }
 
         private NDArray hidden(ModelInputs inputs) {
@@ -118,6 +127,12 @@ public sealed interface ForwardPass {
         @Override
         public TokenScores.Sft sft(ModelInputs inputs, long[] targets, float[] weights, NDManager manager) {
             return model.sftScores(lastHidden(inputs), targets, weights, manager);
+        }
+
+        @Override
+        public TokenScores.PerToken perToken(ModelInputs inputs, long[] targets, float[] weights,
+                NDManager manager) {
+            return model.perTokenScores(lastHidden(inputs), targets, weights, manager);
         }
 
         /** The layers run without a graph, each one's input taped; the output is where the graph starts. */

@@ -105,4 +105,13 @@ public final class LlamaTrainable implements TrainableModel<LlamaTrainable.Share
         }
         return TokenScores.sftThroughHead(model.finalNorm(hidden), headWeight, targets, weights, manager);
     }
+
+    @Override
+    public TokenScores.PerToken perTokenScores(NDArray hidden, long[] targets, float[] weights, NDManager manager) {
+        NDArray headWeight = model.plainHeadWeight();
+        if (headWeight == null) {
+            return TokenScores.perToken(finalNormAndHead(hidden), targets, weights, manager);
+        }
+        return TokenScores.perTokenThroughHead(model.finalNorm(hidden), headWeight, targets, weights, manager);
+    }
 }

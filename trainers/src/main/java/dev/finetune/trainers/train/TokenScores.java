@@ -71,7 +71,22 @@ public final class TokenScores {
     }
 
     public static PerToken perToken(NDArray logits, long[] targets, float[] weights, NDManager manager) {
-        NDList out = script("TokenLogProbs").forward(inputs(logits, targets, weights, manager));
+        return perToken(script("TokenLogProbs").forward(inputs(logits, targets, weights, manager)));
+    }
+
+    /**
+     * {@link #perToken} of the logits {@code normed · headWeightᵀ}, with the LM head inside as in
+     * {@link #sftThroughHead}: backward writes no {@code [B, T, V]} gradient; the logits are kept for it only when
+     * the head's weight is trained.
+     */
+    public static PerToken perTokenThroughHead(NDArray normed, NDArray headWeight, long[] targets, float[] weights,
+            NDManager manager) {
+        Shape shape = new Shape(normed.getShape().get(0), normed.getShape().get(1));
+        return perToken(script("HeadTokenLogProbs").forward(new NDList(normed, headWeight,
+                manager.create(targets, shape), manager.create(weights, shape))));
+    }
+
+    private static PerToken perToken(NDList out) {
         try (NDArray entropy = out.get(1); NDArray correct = out.get(2); NDArray mean = out.get(3)) {
             return new PerToken(out.get(0), entropy.toFloatArray(), correct.toFloatArray(), mean.toFloatArray());
         }

@@ -52,6 +52,11 @@ public interface TrainableModel<C> {
         return TokenScores.sft(finalNormAndHead(hidden), targets, weights, manager);
     }
 
+    /** {@link TokenScores#perToken} of {@link #finalNormAndHead}'s logits; overridden as {@link #sftScores} is. */
+    default TokenScores.PerToken perTokenScores(NDArray hidden, long[] targets, float[] weights, NDManager manager) {
+        return TokenScores.perToken(finalNormAndHead(hidden), targets, weights, manager);
+    }
+
     /** One decoder layer: {@code hidden [B, T, D] → hidden [B, T, D]}; a pure function of its arguments and weights. */
     @FunctionalInterface
     interface Layer<C> {

@@ -61,6 +61,26 @@ class TokenLogProbs(Module):
       logp = torch.add(logp, torch.sub(torch.detach(surrogate), surrogate))
     shape = torch.size(weights)
     return (logp, torch.reshape(scored[1], shape), torch.reshape(scored[2], shape), torch.reshape(scored[3], shape))
+class HeadTokenLogProbs(Module):
+  __parameters__ = []
+  __buffers__ = []
+  training : bool
+  def forward(self: __torch__.HeadTokenLogProbs, normed: Tensor, weight: Tensor, targets: Tensor, weights: Tensor) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+    # TokenLogProbs with the LM head inside, as HeadSftLoss is SftLoss's. Each position's upstream gradient is known
+    # only in backward, so the head's gradients stay in the graph: the surrogate Σ_d normed·(factor·weight) equals
+    # Σ_v logits·factor per position, and backward gives normed its gradient from the kept [N, D] product and, when
+    # the weight is trained, the weight its own from the factor (then kept).
+    x = torch.reshape(torch.detach(normed), [-1, torch.size(normed, -1)])
+    gradient = torch.is_grad_enabled() and (normed.requires_grad or weight.requires_grad)
+    factor = torch.mm(x, torch.t(torch.detach(weight)))
+    scored = __torch__.scores(factor, torch.reshape(targets, [-1]), torch.reshape(weights, [-1]), gradient, True)
+    logp = torch.mul(torch.reshape(scored[0], torch.size(weights)), weights)
+    if gradient:
+      rows = torch.sum(torch.mul(torch.reshape(normed, torch.size(x)), torch.mm(factor, weight)), [-1])
+      surrogate = torch.reshape(rows, torch.size(weights))
+      logp = torch.add(logp, torch.sub(torch.detach(surrogate), surrogate))
+    shape = torch.size(weights)
+    return (logp, torch.reshape(scored[1], shape), torch.reshape(scored[2], shape), torch.reshape(scored[3], shape))
 def scores(x: Tensor, targets: Tensor, weights: Tensor, gradient: bool, mean_logit: bool) -> List[Tensor]:
   # x [N, V] (no graph), targets [N], weights [N]: per row log softmax(x)[target], the entropy of softmax(x), 1.
   # where the target is the argmax (the lowest index among equal maxima, as torch.argmax), the mean of x. One exp

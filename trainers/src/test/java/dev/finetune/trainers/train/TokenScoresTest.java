@@ -257,6 +257,60 @@ class TokenScoresTest {
         }
     }
 
+    /** Per-token log-probabilities with the head inside or outside, back-propagated with per-position weights. */
+    private record HeadPerToken(float[] logProbs, float[] entropy, float[] correct, float[] meanLogit,
+            float[] normedGradient, float[] weightGradient) {}
+
+    private static HeadPerToken headPerToken(float[] normedValues, NDArray weight, boolean inside,
+            boolean weightTrained, float[] upstream) {
+        try (NDScope scope = new NDScope()) {
+            NDArray normed = manager.create(normedValues, new Shape(ROWS, COLUMNS, weight.getShape().get(1)));
+            normed.setRequiresGradient(true);
+            NDArray w = weight.duplicate();
+            w.setRequiresGradient(weightTrained);
+            TokenScores.PerToken scored;
+            try (GradientCollector collector = Engine.getInstance().newGradientCollector()) {
+                scored = inside ? TokenScores.perTokenThroughHead(normed, w, targets, weights, manager)
+                        : TokenScores.perToken(JniUtils.linear((ai.djl.pytorch.engine.PtNDArray) normed,
+                                (ai.djl.pytorch.engine.PtNDArray) w, null), targets, weights, manager);
+                collector.backward(scored.logProbs().mul(manager.create(upstream, new Shape(ROWS, COLUMNS))).sum());
+            }
+            return new HeadPerToken(scored.logProbs().toFloatArray(), scored.entropy(), scored.correct(),
+                    scored.meanLogit(), normed.getGradient().toFloatArray(),
+                    weightTrained ? w.getGradient().toFloatArray() : null);
+        }
+    }
+
+    @Test
+    void perTokenLogProbsWithTheHeadInsideAreThoseWithTheHeadOutside() {
+        LlamaModel model = LlamaModel.load(Stories260KReference.modelDir(), manager, LoadOptions.inference());
+        NDArray weight = model.plainHeadWeight();
+        java.util.Random random = new java.util.Random(7);
+        float[] normed = new float[(int) (ROWS * COLUMNS * weight.getShape().get(1))];
+        for (int i = 0; i < normed.length; i++) {
+            normed[i] = (float) (3 * random.nextGaussian());
+        }
+        // each position's upstream gradient differs, as DPO's and GRPO's per-sequence losses make it
+        float[] upstream = new float[ROWS * COLUMNS];
+        for (int i = 0; i < upstream.length; i++) {
+            upstream[i] = (float) Math.sin(0.7 * i + 0.2);
+        }
+        for (boolean weightTrained : new boolean[] {false, true}) {
+            HeadPerToken outside = headPerToken(normed, weight, false, weightTrained, upstream);
+            HeadPerToken inside = headPerToken(normed, weight, true, weightTrained, upstream);
+            assertArrayEquals(outside.logProbs(), inside.logProbs(), "log-probabilities");
+            assertArrayEquals(outside.entropy(), inside.entropy(), "entropy");
+            assertArrayEquals(outside.correct(), inside.correct(), "argmax hits");
+            assertArrayEquals(outside.meanLogit(), inside.meanLogit(), "mean logit");
+            assertClose(outside.normedGradient(), inside.normedGradient(), 1e-6 * maxAbs(outside.normedGradient()),
+                    "gradient of the head's input");
+            if (weightTrained) {
+                assertClose(outside.weightGradient(), inside.weightGradient(),
+                        1e-6 * maxAbs(outside.weightGradient()), "gradient of the head's weight");
+            }
+        }
+    }
+
     private static double maxAbs(float[] values) {
         double max = 0;
         for (float v : values) {

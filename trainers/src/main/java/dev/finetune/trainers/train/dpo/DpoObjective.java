@@ -49,7 +49,7 @@ public final class DpoObjective implements Objective<DpoBatch> {
         } else {
             throw new IllegalStateException("full fine-tuning DPO needs reference values precomputed before training");
         }
-        CompletionRows.Scored scored = batch.rows().score(forward.logits(inputs), manager);
+        CompletionRows.Scored scored = batch.rows().score(forward, inputs, manager);
         NDArray policy = scored.logProbs().sum(new int[] {1});
         DpoLoss.Result result = loss.compute(policy, reference, batch.rows().completionLengths(), manager);
         Map<String, Double> metrics = new LinkedHashMap<>(result.metrics());

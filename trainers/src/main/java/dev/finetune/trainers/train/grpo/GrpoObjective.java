@@ -117,7 +117,7 @@ public final class GrpoObjective implements Objective<GrpoBatch> {
                 reference = rows.tokenLogProbs(NoGradient.logits(model, modelInputs), manager);
             }
         }
-        CompletionRows.Scored scoredRows = rows.score(forward.logits(modelInputs), manager);
+        CompletionRows.Scored scoredRows = rows.score(forward, modelInputs, manager);
         NDArray logp = scoredRows.logProbs();
         GrpoLoss.Result result = settings.loss().compute(logp, logp.stopGradient(), reference, scored.advantages(),
                 mask, manager);
