@@ -78,8 +78,9 @@ public record Kernels(Layers layers, Loss loss, Attention attention) {
          */
         IN_PLACE("one pass over fp32 logits, gradient factor in place"),
         /**
-         * {@link #IN_PLACE} with the LM head inside it (SFT in float32 through a plain head): the head's gradients
-         * are taken from the factor in the logits' storage, so no logits gradient follows: 4 B/logit.
+         * {@link #IN_PLACE} with the LM head inside it (float32 through a plain head): the head's gradients are
+         * taken from the factor in the logits' storage (SFT), or from that factor kept in the graph (DPO, GRPO), so
+         * no logits gradient follows: 4 B/logit.
          */
         HEAD_INSIDE("one pass over fp32 logits with the LM head inside, no logits gradient");
 

@@ -35,11 +35,12 @@ public final class RecipeSetup {
     }
 
     /**
-     * Where the single-device trainer applies the LM head inside the SFT loss: float32 compute and a head that is
-     * one matrix (no LoRA on {@code lm_head}). DPO and GRPO read per-token log-probabilities from the logits.
+     * Where the single-device trainer applies the LM head inside its pass over the logits (the SFT loss, DPO's and
+     * GRPO's per-token log-probabilities): float32 compute and a head that is one matrix (no LoRA on
+     * {@code lm_head}).
      */
     static boolean headInsideLoss(Recipe recipe, ModelConfig model) {
-        return recipe.objective() instanceof Recipe.Objective.Sft && !recipe.precision().bfloat16OnCpu()
+        return !recipe.precision().bfloat16OnCpu()
                 && model.parameters().loraTargets(recipe.adapter()).stream()
                         .noneMatch(t -> t.name().equals("lm_head") || t.name().endsWith(".lm_head"));
     }

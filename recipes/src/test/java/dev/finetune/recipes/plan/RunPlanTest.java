@@ -226,8 +226,8 @@ class RunPlanTest {
         RunPlan run = RunPlan.of(v, dir, null, Devices.of(v.recipe().hardware()), null, rates);
         CpuOverhead overhead = run.time().overhead();
         assertEquals(600 + 15 * 70, overhead.calls());
-        // The trainer's fused attention keeps no [B, heads, T, T] scores, and its SFT loss applies the (plain, fp32)
-        // LM head itself: the fp32 logits, 4 B per logit, and no logits gradient; but every score is still computed
+        // The trainer's fused attention keeps no [B, heads, T, T] scores, and its pass over the logits applies the
+        // (plain, fp32) LM head itself: the fp32 logits, 4 B per logit, and no logits gradient; but every score is still computed
         // and worked.
         MemoryEstimate memory = run.memory().estimate();
         assertTrue(memory.terms().stream().noneMatch(t -> t.name().equals("attention_weights")), memory.terms().toString());
