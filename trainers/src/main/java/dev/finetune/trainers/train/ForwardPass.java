@@ -20,17 +20,33 @@ import java.util.List;
  */
 public sealed interface ForwardPass {
 
-    /** {@code inputs → logits [B, T, V]}; may be called several times per micro step (DPO: chosen and rejected). */
-    NDArray logits(ModelInputs inputs);
+    /**
+     * {@code inputs → hidden [B, T, D]}, the last layer's output, under the graph as this kind keeps it; the three
+     * methods below are what an objective reads from it. Each may be called several times per micro step (DPO:
+     * chosen and rejected).
+     */
+    NDArray hidden(ModelInputs inputs);
+
+    /** The model this pass runs. */
+    TrainableModel<?> model();
+
+    /** {@code inputs → logits [B, T, V]}. */
+    default NDArray logits(ModelInputs inputs) {
+        return model().finalNormAndHead(hidden(inputs));
+    }
 
     /**
      * {@link TokenScores#sft} of {@link #logits}, computed as the model prefers ({@link TrainableModel#sftScores}:
      * with the head inside the loss where it can); targets and weights as there.
      */
-    TokenScores.Sft sft(ModelInputs inputs, long[] targets, float[] weights, NDManager manager);
+    default TokenScores.Sft sft(ModelInputs inputs, long[] targets, float[] weights, NDManager manager) {
+        return model().sftScores(hidden(inputs), targets, weights, manager);
+    }
 
     /** {@link TokenScores#perToken} of {@link #logits}, as {@link #sft} is of the SFT loss. */
-    TokenScores.PerToken perToken(ModelInputs inputs, long[] targets, float[] weights, NDManager manager);
+    default TokenScores.PerToken perToken(ModelInputs inputs, long[] targets, float[] weights, NDManager manager) {
+        return model().perTokenScores(hidden(inputs), targets, weights, manager);
+    }
 
     /** Back-propagates {@code loss} into the gradients of the model's trainable arrays. */
     void backward(NDArray loss, GradientCollector collector);
@@ -60,22 +76,12 @@ public sealed interface ForwardPass {
         }
 
         @Override
-        public NDArray logits(ModelInputs inputs) {
-            return model.finalNormAndHead(hidden(inputs));
+        public TrainableModel<C> model() {
+            return model;
         }
 
         @Override
-        public TokenScores.Sft sft(ModelInputs inputs, long[] targets, float[] weights, NDManager manager) {
-            return model.sftScores(hidden(inputs), targets, weights, manager);
-        }
-
-        @Override
-        public TokenScores.PerToken perToken(ModelInputs inputs, long[] targets, float[] weights,
-                NDManager manager) {
-            return model.perTokenScores(hidden(inputs), targets, weights, manager);
-        }
-
-        private NDArray hidden(ModelInputs inputs) {
+        public NDArray hidden(ModelInputs inputs) {
             C context = model.prepare(inputs);
             NDArray hidden = model.embed(inputs);
             List<? extends TrainableModel.Layer<C>> layers = model.layers();
@@ -120,23 +126,13 @@ public sealed interface ForwardPass {
         }
 
         @Override
-        public NDArray logits(ModelInputs inputs) {
-            return model.finalNormAndHead(lastHidden(inputs));
-        }
-
-        @Override
-        public TokenScores.Sft sft(ModelInputs inputs, long[] targets, float[] weights, NDManager manager) {
-            return model.sftScores(lastHidden(inputs), targets, weights, manager);
-        }
-
-        @Override
-        public TokenScores.PerToken perToken(ModelInputs inputs, long[] targets, float[] weights,
-                NDManager manager) {
-            return model.perTokenScores(lastHidden(inputs), targets, weights, manager);
+        public TrainableModel<C> model() {
+            return model;
         }
 
         /** The layers run without a graph, each one's input taped; the output is where the graph starts. */
-        private NDArray lastHidden(ModelInputs inputs) {
+        @Override
+        public NDArray hidden(ModelInputs inputs) {
             List<? extends TrainableModel.Layer<C>> layers = model.layers();
             List<NDArray> kept = new ArrayList<>(layers.size() + 1);
             C context = model.prepare(inputs);

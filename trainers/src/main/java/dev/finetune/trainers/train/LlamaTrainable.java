@@ -99,19 +99,15 @@ public final class LlamaTrainable implements TrainableModel<LlamaTrainable.Share
 
     @Override
     public TokenScores.Sft sftScores(NDArray hidden, long[] targets, float[] weights, NDManager manager) {
-        NDArray headWeight = model.plainHeadWeight();
-        if (headWeight == null) {
-            return TokenScores.sft(finalNormAndHead(hidden), targets, weights, manager);
-        }
-        return TokenScores.sftThroughHead(model.finalNorm(hidden), headWeight, targets, weights, manager);
+        NDArray head = model.plainHeadWeight();
+        return head == null ? TokenScores.sft(finalNormAndHead(hidden), targets, weights, manager)
+                : TokenScores.sftThroughHead(model.finalNorm(hidden), head, targets, weights, manager);
     }
 
     @Override
     public TokenScores.PerToken perTokenScores(NDArray hidden, long[] targets, float[] weights, NDManager manager) {
-        NDArray headWeight = model.plainHeadWeight();
-        if (headWeight == null) {
-            return TokenScores.perToken(finalNormAndHead(hidden), targets, weights, manager);
-        }
-        return TokenScores.perTokenThroughHead(model.finalNorm(hidden), headWeight, targets, weights, manager);
+        NDArray head = model.plainHeadWeight();
+        return head == null ? TokenScores.perToken(finalNormAndHead(hidden), targets, weights, manager)
+                : TokenScores.perTokenThroughHead(model.finalNorm(hidden), head, targets, weights, manager);
     }
 }
