@@ -78,11 +78,16 @@ public record Kernels(Layers layers, Loss loss, Attention attention) {
          */
         IN_PLACE("one pass over fp32 logits, gradient factor in place"),
         /**
-         * {@link #IN_PLACE} with the LM head inside it (float32 through a plain head): the head's gradients are
-         * taken from the factor in the logits' storage (SFT), or from that factor kept in the graph (DPO, GRPO), so
-         * no logits gradient follows: 4 B/logit.
+         * {@link #IN_PLACE} with the LM head inside it (DPO's and GRPO's log-probabilities, float32 through a plain
+         * head): the head's gradients come from the factor kept in the graph, so no logits gradient follows:
+         * 4 B/logit.
          */
-        HEAD_INSIDE("one pass over fp32 logits with the LM head inside, no logits gradient");
+        HEAD_INSIDE("one pass over fp32 logits with the LM head inside, no logits gradient"),
+        /**
+         * The SFT loss with the LM head inside, over chunks of {@link #HEAD_CHUNK_LOGITS} logits: only one chunk
+         * exists at a time, whatever the number of positions.
+         */
+        HEAD_INSIDE_CHUNKED("the LM head inside the loss, one chunk of logits at a time");
 
         private final String label;
 
@@ -103,9 +108,23 @@ public record Kernels(Layers layers, Loss loss, Attention attention) {
     /**
      * The single-device DJL trainer: each layer one compiled module of eager ops with torch's fused attention (told
      * the mask, so computing every score, unless no row is packed or padded), and the loss in one pass over the
-     * logits, with the LM head inside it when {@code headInsideLoss} (trainers' {@code TokenScores.sftThroughHead}).
+     * logits ({@code loss}: {@link RecipeSetup} picks it from the objective, the precision and the head).
      */
-    public static Kernels singleDevice(boolean headInsideLoss) {
-        return new Kernels(Layers.EAGER, headInsideLoss ? Loss.HEAD_INSIDE : Loss.IN_PLACE, Attention.FUSED_MASKED);
+    public static Kernels singleDevice(Loss loss) {
+        return new Kernels(Layers.EAGER, loss, Attention.FUSED_MASKED);
+    }
+
+    /**
+     * How many float32 logits {@link Loss#HEAD_INSIDE_CHUNKED} makes at a time (256 MiB). Each chunk's two GEMMs
+     * read the whole head matrix again: with 8 Mi-logit chunks a {@code medium} LoRA step (32,000 vocabulary, 2,048
+     * positions: 8 chunks) took 4,113 against 4,040 CPU ms (medians of 3, within the noise) for 130 MB less peak.
+     * So chunks bound what a large vocabulary or a long batch would hold (128k × 2,048 positions: 1 GiB, 4
+     * chunks) and leave smaller ones whole.
+     */
+    public static final long HEAD_CHUNK_LOGITS = 64L << 20;
+
+    /** The positions in one chunk of {@link Loss#HEAD_INSIDE_CHUNKED} for this vocabulary. */
+    public static long headChunkRows(long vocabSize) {
+        return Math.max(1, HEAD_CHUNK_LOGITS / vocabSize);
     }
 }

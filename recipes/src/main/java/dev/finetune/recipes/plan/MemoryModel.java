@@ -56,7 +56,7 @@ public final class MemoryModel {
             case UPCAST_FP32 -> act == 4 ? 12 : act + 4 + 4 + 4 + act;
             // the logits are float32 whatever the matmuls ran in
             case IN_PLACE -> 4 + 4;
-            case HEAD_INSIDE -> 4;
+            case HEAD_INSIDE, HEAD_INSIDE_CHUNKED -> 4;
             case CHUNKED -> kernels.layers() == Kernels.Layers.FUSED
                     ? act + (double) act / LOSS_CHUNKS
                     : 4 + (4.0 + act) / LOSS_CHUNKS;
@@ -228,6 +228,9 @@ public final class MemoryModel {
                     ? (long) s.microBatch() * g.maxCompletionLength()
                     : (long) s.sequencesPerMicroBatch() * s.trainedSequenceLength();
             double perLogit = bytesPerLogit(s.kernels(), r.activation());
+            if (s.kernels().loss() == Kernels.Loss.HEAD_INSIDE_CHUNKED) {
+                positions = Math.min(positions, Kernels.headChunkRows(c.vocabSize()));
+            }
             long bytes = Math.round(positions * (double) c.vocabSize() * perLogit);
             add("logits", positions + " positions × " + c.vocabSize() + " vocab × " + String.format(Locale.ROOT, "%.2f", perLogit)
                     + " B (" + s.kernels().loss().label() + ")", bytes, EnumSet.of(Phase.FORWARD_BACKWARD));

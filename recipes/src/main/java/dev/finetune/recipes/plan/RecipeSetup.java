@@ -31,18 +31,23 @@ public final class RecipeSetup {
                 regime != null ? regime : regime(recipe, hardware), t.optimizer() != null ? t.optimizer() : Recipe.Optimizer.ADAMW_TORCH, micro, accumulation,
                 t.sequenceLen(), checkpointing, objective(recipe.objective(), generationBatch),
                 sharding(recipe, hardware), hardware,
-                runsInThisJvm(recipe, hardware) ? Kernels.singleDevice(headInsideLoss(recipe, model)) : Kernels.ours());
+                runsInThisJvm(recipe, hardware) ? Kernels.singleDevice(singleDeviceLoss(recipe, model)) : Kernels.ours());
     }
 
     /**
-     * Where the single-device trainer applies the LM head inside its pass over the logits (the SFT loss, DPO's and
-     * GRPO's per-token log-probabilities): float32 compute and a head that is one matrix (no LoRA on
-     * {@code lm_head}).
+     * The single-device trainer applies the LM head inside its pass over the logits where it computes in float32
+     * and the head is one matrix (no LoRA on {@code lm_head}): the SFT loss then a chunk of logits at a time, DPO's
+     * and GRPO's log-probabilities all of them.
      */
-    static boolean headInsideLoss(Recipe recipe, ModelConfig model) {
-        return !recipe.precision().bfloat16OnCpu()
+    static Kernels.Loss singleDeviceLoss(Recipe recipe, ModelConfig model) {
+        boolean plainHead = !recipe.precision().bfloat16OnCpu()
                 && model.parameters().loraTargets(recipe.adapter()).stream()
                         .noneMatch(t -> t.name().equals("lm_head") || t.name().endsWith(".lm_head"));
+        if (!plainHead) {
+            return Kernels.Loss.IN_PLACE;
+        }
+        return recipe.objective() instanceof Recipe.Objective.Sft ? Kernels.Loss.HEAD_INSIDE_CHUNKED
+                : Kernels.Loss.HEAD_INSIDE;
     }
 
     /** Runs on the single-device DJL trainer rather than the torchrun worker (DESIGN.md §5 and §6). */

@@ -226,12 +226,21 @@ class RunPlanTest {
         RunPlan run = RunPlan.of(v, dir, null, Devices.of(v.recipe().hardware()), null, rates);
         CpuOverhead overhead = run.time().overhead();
         assertEquals(600 + 15 * 70, overhead.calls());
-        // The trainer's fused attention keeps no [B, heads, T, T] scores, and its pass over the logits applies the
-        // (plain, fp32) LM head itself: the fp32 logits, 4 B per logit, and no logits gradient; but every score is still computed
-        // and worked.
+        // The trainer's fused attention keeps no [B, heads, T, T] scores, and its SFT loss applies the (plain, fp32)
+        // LM head itself over chunks of 64 Mi logits: here all 1,024 positions fit in one, 4 B each, and no logits
+        // gradient; but every score is still computed and worked.
         MemoryEstimate memory = run.memory().estimate();
         assertTrue(memory.terms().stream().noneMatch(t -> t.name().equals("attention_weights")), memory.terms().toString());
         assertEquals(4L * 256 * 512 * 4, memory.term("logits").in(Phase.FORWARD_BACKWARD));
+        // a vocabulary of 262,144 makes chunks of 256 positions: only one chunk is counted
+        Path large = Files.createDirectories(dir.resolve("large"));
+        Files.writeString(large.resolve("config.json"), Files.readString(config).replace("\"vocab_size\": 512",
+                "\"vocab_size\": 262144"));
+        Files.copy(dir.resolve("d.jsonl"), large.resolve("d.jsonl"));
+        Files.copy(file, large.resolve("r.yaml"));
+        ValidatedRecipe largeRecipe = ValidatedRecipe.load(large.resolve("r.yaml"), List.of());
+        RunPlan largeVocabulary = RunPlan.of(largeRecipe, large, null, Devices.of(v.recipe().hardware()), null, rates);
+        assertEquals(4L * 256 * 262144, largeVocabulary.memory().estimate().term("logits").in(Phase.FORWARD_BACKWARD));
         // with LoRA on lm_head the logits come out of the adapted head, and their gradient goes back into it: 8 B
         RunPlan adaptedHead = RunPlan.of(ValidatedRecipe.load(file, List.of("lora_target_modules=[lm_head]")), dir,
                 null, Devices.of(v.recipe().hardware()), null, rates);

@@ -4,6 +4,7 @@ import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.NDManager;
 import ai.djl.ndarray.types.Shape;
+import dev.finetune.recipes.plan.Kernels;
 import dev.finetune.trainers.model.TorchScript;
 import java.util.HashMap;
 import java.util.Map;
@@ -54,14 +55,21 @@ public final class TokenScores {
     /**
      * {@link #sft} of the logits {@code normed · headWeightᵀ}, with the LM head inside: {@code normed [B, T, D]}
      * (after the final norm), {@code headWeight [V, D]} (tied embedding or {@code lm_head}). The logits never enter
-     * the graph; the head's gradients are taken from them while they hold the loss's gradient factor, so backward
-     * writes no {@code [B, T, V]} array.
+     * the graph, and only a chunk of them exists at a time; the head's gradients are taken from each chunk while it
+     * holds the loss's gradient factor, so backward writes no {@code [B, T, V]} array.
      */
     public static Sft sftThroughHead(NDArray normed, NDArray headWeight, long[] targets, float[] weights,
             NDManager manager) {
+        return sftThroughHead(normed, headWeight, targets, weights, manager,
+                Kernels.headChunkRows(headWeight.getShape().get(0)));
+    }
+
+    /** {@link #sftThroughHead} over chunks of {@code chunkRows} positions. */
+    static Sft sftThroughHead(NDArray normed, NDArray headWeight, long[] targets, float[] weights,
+            NDManager manager, long chunkRows) {
         Shape shape = new Shape(normed.getShape().get(0), normed.getShape().get(1));
         return sft(script("HeadSftLoss").forward(new NDList(normed, headWeight, manager.create(targets, shape),
-                manager.create(weights, shape))));
+                manager.create(weights, shape), manager.create(chunkRows))));
     }
 
     private static Sft sft(NDList out) {

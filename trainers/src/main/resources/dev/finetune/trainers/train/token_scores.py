@@ -22,27 +22,47 @@ class HeadSftLoss(Module):
   __parameters__ = []
   __buffers__ = []
   training : bool
-  def forward(self: __torch__.HeadSftLoss, normed: Tensor, weight: Tensor, targets: Tensor, weights: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
-    # SftLoss with the LM head (logits = normed·weightᵀ) inside: the logits are made without a graph and the
-    # head's own gradients are taken here from the factor, weights·(softmax - onehot), while it sits in their
-    # storage: d normed = factor·weight, d weight = factorᵀ·normed. Backward then scales those [N, D] and [V, D]
-    # arrays; through the logits it would make a fresh [N, V] gradient and multiply it (for a 32,000 vocabulary
-    # at 2,048 tokens, 262 MB written and read once more per micro step).
+  def forward(self: __torch__.HeadSftLoss, normed: Tensor, weight: Tensor, targets: Tensor, weights: Tensor, chunk: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
+    # SftLoss with the LM head (logits = normed·weightᵀ) inside, over chunks of `chunk` rows: the logits of one
+    # chunk at a time, made without a graph in one reused buffer, so the whole [N, V] array never exists (for a
+    # 32,000 vocabulary at 2,048 tokens it was 262 MB, and as much again for its gradient). The head's gradients are
+    # taken while a chunk's logits hold their loss's factor, weights·(softmax - onehot): d normed = factor·weight,
+    # d weight = Σ factorᵀ·normed; backward only scales those [N, D] and [V, D] arrays.
     x = torch.reshape(torch.detach(normed), [-1, torch.size(normed, -1)])
     w = torch.detach(weight)
+    flat_targets = torch.reshape(targets, [-1])
+    flat_weights = torch.reshape(weights, [-1])
+    n = torch.size(x, 0)
+    rows = max(1, int(chunk))
     gradient = torch.is_grad_enabled() and (normed.requires_grad or weight.requires_grad)
-    factor = torch.mm(x, torch.t(w))
-    scored = __torch__.scores(factor, torch.reshape(targets, [-1]), torch.reshape(weights, [-1]), gradient, False)
-    loss = torch.neg(torch.sum(torch.mul(torch.reshape(scored[0], torch.size(weights)), weights)))
-    if gradient:
-      surrogate = torch.zeros([], dtype=6)
-      if normed.requires_grad:
-        surrogate = torch.add(surrogate, torch.dot(torch.reshape(normed, [-1]), torch.reshape(torch.mm(factor, w), [-1])))
-      if weight.requires_grad:
-        surrogate = torch.add(surrogate, torch.dot(torch.reshape(weight, [-1]), torch.reshape(torch.mm(torch.t(factor), x), [-1])))
-      loss = torch.add(loss, torch.sub(surrogate, torch.detach(surrogate)))
+    trained_weight = gradient and weight.requires_grad
+    buffer = x.new_empty([min(rows, n), torch.size(w, 0)])
+    weight_gradient = torch.zeros_like(w)
+    logps = annotate(List[Tensor], [])
+    entropies = annotate(List[Tensor], [])
+    corrects = annotate(List[Tensor], [])
+    input_gradients = annotate(List[Tensor], [])
+    for start in range(0, n, rows):
+      end = min(start + rows, n)
+      xc = torch.slice(x, 0, start, end)
+      logits = torch.slice(buffer, 0, 0, end - start)
+      torch.mm(xc, torch.t(w), out=logits)
+      scored = __torch__.scores(logits, torch.slice(flat_targets, 0, start, end), torch.slice(flat_weights, 0, start, end), gradient, False)
+      logps.append(scored[0])
+      entropies.append(scored[1])
+      corrects.append(scored[2])
+      if gradient:
+        input_gradients.append(torch.mm(logits, w))
+        if trained_weight:
+          weight_gradient.addmm_(torch.t(logits), xc)
     shape = torch.size(weights)
-    return (loss, torch.reshape(scored[1], shape), torch.reshape(scored[2], shape))
+    loss = torch.neg(torch.sum(torch.mul(torch.reshape(torch.cat(logps), shape), weights)))
+    if gradient:
+      surrogate = torch.dot(torch.reshape(normed, [-1]), torch.reshape(torch.cat(input_gradients), [-1]))
+      if trained_weight:
+        surrogate = torch.add(surrogate, torch.dot(torch.reshape(weight, [-1]), torch.reshape(weight_gradient, [-1])))
+      loss = torch.add(loss, torch.sub(surrogate, torch.detach(surrogate)))
+    return (loss, torch.reshape(torch.cat(entropies), shape), torch.reshape(torch.cat(corrects), shape))
 class TokenLogProbs(Module):
   __parameters__ = []
   __buffers__ = []

@@ -212,7 +212,9 @@ class TokenScoresTest {
     /** Loss and gradients of the head applied inside the loss, or outside it ({@code logits = normed·Wᵀ}). */
     private record Head(float loss, float[] entropy, float[] correct, float[] normedGradient, float[] weightGradient) {}
 
-    private static Head head(float[] normedValues, NDArray weight, boolean inside, boolean weightTrained) {
+    /** @param chunkRows with the head inside, how many positions' logits at a time; 0 for the default */
+    private static Head head(float[] normedValues, NDArray weight, boolean inside, boolean weightTrained,
+            long chunkRows) {
         try (NDScope scope = new NDScope()) {
             NDArray normed = manager.create(normedValues, new Shape(ROWS, COLUMNS, weight.getShape().get(1)));
             normed.setRequiresGradient(true);
@@ -220,9 +222,14 @@ class TokenScoresTest {
             w.setRequiresGradient(weightTrained);
             TokenScores.Sft scored;
             try (GradientCollector collector = Engine.getInstance().newGradientCollector()) {
-                scored = inside ? TokenScores.sftThroughHead(normed, w, targets, weights, manager)
-                        : TokenScores.sft(JniUtils.linear((ai.djl.pytorch.engine.PtNDArray) normed,
-                                (ai.djl.pytorch.engine.PtNDArray) w, null), targets, weights, manager);
+                if (inside && chunkRows > 0) {
+                    scored = TokenScores.sftThroughHead(normed, w, targets, weights, manager, chunkRows);
+                } else if (inside) {
+                    scored = TokenScores.sftThroughHead(normed, w, targets, weights, manager);
+                } else {
+                    scored = TokenScores.sft(JniUtils.linear((ai.djl.pytorch.engine.PtNDArray) normed,
+                            (ai.djl.pytorch.engine.PtNDArray) w, null), targets, weights, manager);
+                }
                 // as the loop scales a micro batch's sum by the window's weight
                 collector.backward(scored.loss().mul(manager.create(1f / 29f)));
             }
@@ -241,19 +248,26 @@ class TokenScoresTest {
         for (int i = 0; i < normed.length; i++) {
             normed[i] = (float) (3 * random.nextGaussian());
         }
-        for (boolean weightTrained : new boolean[] {false, true}) {
-            Head outside = head(normed, weight, false, weightTrained);
-            Head inside = head(normed, weight, true, weightTrained);
-            assertEquals(outside.loss(), inside.loss(), 1e-6 * Math.abs(outside.loss()), "loss");
-            assertArrayEquals(outside.entropy(), inside.entropy(), "entropy");
-            assertArrayEquals(outside.correct(), inside.correct(), "argmax hits");
-            // the same products, scaled by 1/29 before the head's GEMM outside and after it inside
-            assertClose(outside.normedGradient(), inside.normedGradient(), 1e-6 * maxAbs(outside.normedGradient()),
-                    "gradient of the head's input");
-            if (weightTrained) {
-                assertClose(outside.weightGradient(), inside.weightGradient(),
-                        1e-6 * maxAbs(outside.weightGradient()), "gradient of the head's weight");
+        // the default takes all 34 positions in one chunk; 5 at a time makes 7 chunks, the last one short
+        for (long chunk : new long[] {0, 5}) {
+            for (boolean weightTrained : new boolean[] {false, true}) {
+                compareHeads(normed, weight, weightTrained, chunk);
             }
+        }
+    }
+
+    private static void compareHeads(float[] normed, NDArray weight, boolean weightTrained, long chunk) {
+        Head outside = head(normed, weight, false, weightTrained, 0);
+        Head inside = head(normed, weight, true, weightTrained, chunk);
+        assertEquals(outside.loss(), inside.loss(), 1e-6 * Math.abs(outside.loss()), "loss");
+        assertArrayEquals(outside.entropy(), inside.entropy(), "entropy");
+        assertArrayEquals(outside.correct(), inside.correct(), "argmax hits");
+        // the same products, scaled by 1/29 before the head's GEMM outside and after it inside
+        assertClose(outside.normedGradient(), inside.normedGradient(), 1e-6 * maxAbs(outside.normedGradient()),
+                "gradient of the head's input");
+        if (weightTrained) {
+            assertClose(outside.weightGradient(), inside.weightGradient(), 1e-6 * maxAbs(outside.weightGradient()),
+                    "gradient of the head's weight");
         }
     }
 
