@@ -37,7 +37,7 @@ class HeadSftLoss(Module):
     gradient = torch.is_grad_enabled() and (normed.requires_grad or weight.requires_grad)
     trained_weight = gradient and weight.requires_grad
     buffer = x.new_empty([min(rows, n), torch.size(w, 0)])
-    weight_gradient = torch.zeros_like(w)
+    weight_gradient = torch.empty([0])
     logps = annotate(List[Tensor], [])
     entropies = annotate(List[Tensor], [])
     corrects = annotate(List[Tensor], [])
@@ -54,7 +54,11 @@ class HeadSftLoss(Module):
       if gradient:
         input_gradients.append(torch.mm(logits, w))
         if trained_weight:
-          weight_gradient.addmm_(torch.t(logits), xc)
+          # the first chunk's product is the sum so far: no zero-filled [V, D] to add it to
+          if start == 0:
+            weight_gradient = torch.mm(torch.t(logits), xc)
+          else:
+            weight_gradient.addmm_(torch.t(logits), xc)
     shape = torch.size(weights)
     loss = torch.neg(torch.sum(torch.mul(torch.reshape(torch.cat(logps), shape), weights)))
     if gradient:
