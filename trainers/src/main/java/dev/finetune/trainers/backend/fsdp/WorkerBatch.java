@@ -27,22 +27,13 @@ public record WorkerBatch(int rows, int columns, long[] ids, long[] positions, l
 
     /** SFT: position t predicts {@code labels[t + 1]} where that label is not ignored (as SftObjective shifts). */
     public static WorkerBatch of(SftBatch batch) {
-        int rows = batch.rows();
-        int columns = batch.columns();
-        long[] labels = batch.labels();
-        long[] targets = new long[rows * columns];
-        byte[] mask = new byte[rows * columns];
-        for (int r = 0; r < rows; r++) {
-            for (int t = 0; t + 1 < columns; t++) {
-                long next = labels[r * columns + t + 1];
-                if (next != SftBatch.IGNORE) {
-                    targets[r * columns + t] = next;
-                    mask[r * columns + t] = 1;
-                }
-            }
+        SftBatch.Targets targets = batch.targets();
+        byte[] mask = new byte[targets.weights().length];
+        for (int i = 0; i < mask.length; i++) {
+            mask[i] = (byte) (targets.weights()[i] != 0 ? 1 : 0);
         }
-        return new WorkerBatch(rows, columns, batch.inputIds(), batch.positionIds(), batch.segmentIds(), targets, mask,
-                batch.lossWeight());
+        return new WorkerBatch(batch.rows(), batch.columns(), batch.inputIds(), batch.positionIds(),
+                batch.segmentIds(), targets.ids(), mask, batch.lossWeight());
     }
 
     /** DPO: the chosen rows then the rejected ones, completion tokens as targets (as DpoObjective scores them). */

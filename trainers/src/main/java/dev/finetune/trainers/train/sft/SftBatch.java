@@ -42,6 +42,28 @@ public record SftBatch(
         return rows;
     }
 
+    /**
+     * Each position's target, the label after it, and its weight: 1 where that label is trained on, else 0 with
+     * target 0 (a valid index with exactly zero gradient). Row-major {@code [rows, columns]}, as every backend
+     * reads it.
+     */
+    public record Targets(long[] ids, float[] weights) {}
+
+    public Targets targets() {
+        long[] ids = new long[rows * columns];
+        float[] weights = new float[rows * columns];
+        for (int r = 0; r < rows; r++) {
+            for (int t = 0; t + 1 < columns; t++) {
+                long next = labels[r * columns + t + 1];
+                if (next != IGNORE) {
+                    ids[r * columns + t] = next;
+                    weights[r * columns + t] = 1f;
+                }
+            }
+        }
+        return new Targets(ids, weights);
+    }
+
     /** Target tokens: positions {@code t} whose next label is trained on. */
     @Override
     public long lossWeight() {

@@ -25,56 +25,29 @@ public final class SftObjective implements Objective<SftBatch> {
                 manager.create(batch.inputIds(), shape),
                 manager.create(batch.positionIds(), shape),
                 manager.create(batch.segmentIds(), shape));
-        Targets targets = Targets.of(batch);
+        SftBatch.Targets targets = batch.targets();
         TokenScores.Sft scored = forward.sft(inputs, targets.ids(), targets.weights(), manager);
-        return new Loss(scored.loss(), tokenMetrics(scored, batch));
-    }
-
-    /**
-     * Each position's target, the token after it, and weight: 1 for a labelled target, else 0 with target 0
-     * (exactly zero gradient).
-     */
-    private record Targets(long[] ids, float[] weights) {
-        static Targets of(SftBatch batch) {
-            int rows = batch.rows();
-            int columns = batch.columns();
-            long[] labels = batch.labels();
-            long[] targets = new long[rows * columns];
-            float[] weights = new float[rows * columns];
-            for (int r = 0; r < rows; r++) {
-                for (int t = 0; t + 1 < columns; t++) {
-                    long next = labels[r * columns + t + 1];
-                    if (next != SftBatch.IGNORE) {
-                        targets[r * columns + t] = next;
-                        weights[r * columns + t] = 1f;
-                    }
-                }
-            }
-            return new Targets(targets, weights);
-        }
+        return new Loss(scored.loss(), tokenMetrics(scored, targets));
     }
 
     /**
      * TRL's {@code mean_token_accuracy} (the argmax is the target) and {@code entropy} of the predicted
      * distribution, both over the target tokens.
      */
-    static Map<String, Double> tokenMetrics(TokenScores.Sft scored, SftBatch batch) {
-        int columns = batch.columns();
-        long[] labels = batch.labels();
+    static Map<String, Double> tokenMetrics(TokenScores.Sft scored, SftBatch.Targets targets) {
         double entropy = 0;
         long correct = 0;
-        long targets = 0;
-        for (int r = 0; r < batch.rows(); r++) {
-            for (int t = 0; t + 1 < columns; t++) {
-                if (labels[r * columns + t + 1] != SftBatch.IGNORE) {
-                    targets++;
-                    entropy += scored.entropy()[r * columns + t];
-                    correct += scored.correct()[r * columns + t] != 0 ? 1 : 0;
-                }
+        long count = 0;
+        float[] weights = targets.weights();
+        for (int i = 0; i < weights.length; i++) {
+            if (weights[i] != 0) {
+                count++;
+                entropy += scored.entropy()[i];
+                correct += scored.correct()[i] != 0 ? 1 : 0;
             }
         }
-        return Map.of("mean_token_accuracy", targets == 0 ? 0.0 : (double) correct / targets,
-                "entropy", targets == 0 ? 0.0 : entropy / targets);
+        return Map.of("mean_token_accuracy", count == 0 ? 0.0 : (double) correct / count,
+                "entropy", count == 0 ? 0.0 : entropy / count);
     }
 
     /**
@@ -82,7 +55,7 @@ public final class SftObjective implements Objective<SftBatch> {
      * which this consumes when they carry a gradient ({@link TokenScores}).
      */
     static TokenScores.Sft score(NDArray logits, SftBatch batch, NDManager manager) {
-        Targets targets = Targets.of(batch);
+        SftBatch.Targets targets = batch.targets();
         return TokenScores.sft(logits, targets.ids(), targets.weights(), manager);
     }
 
