@@ -45,12 +45,30 @@ final class Runner {
         return command;
     }
 
+    /** Whether this process ignores SIGINT, from the SigIgn mask in /proc/self/status (bit 1 is SIGINT). */
+    static boolean interruptIgnored() {
+        try (Stream<String> lines = Files.lines(Path.of("/proc/self/status"))) {
+            return lines.filter(l -> l.startsWith("SigIgn:")).findFirst()
+                    .map(l -> (Long.parseUnsignedLong(l.substring("SigIgn:".length()).strip(), 16) & 0x2) != 0)
+                    .orElse(false);
+        } catch (IOException e) {
+            return false;
+        }
+    }
+
     static Process start(Path workDir, List<String> args, Path log) throws IOException {
         return start(workDir, args, log, 0);
     }
 
     static Process start(Path workDir, List<String> args, Path log, long fileSizeLimitKb) throws IOException {
         List<String> command = javaCommand(args);
+        if (interruptIgnored()) {
+            // A suite started in the background by a non-interactive shell inherits SIGINT ignored, and the JVM
+            // then installs no handler for it: the Ctrl-C case would train to the end. Its child gets the default.
+            List<String> restored = new ArrayList<>(List.of("env", "--default-signal=INT"));
+            restored.addAll(command);
+            command = restored;
+        }
         if (fileSizeLimitKb > 0) {
             List<String> limited = new ArrayList<>(List.of("bash", "-c", "ulimit -f " + fileSizeLimitKb + " && exec \"$0\" \"$@\""));
             limited.addAll(command);
