@@ -29,10 +29,11 @@ class TokenScoresTest {
     private static final int COLUMNS = 17;
     /**
      * At a likely target the gradient is p - 1 with p near 1: the subtraction cancels, and each formulation lands
-     * within about 2 ulps of 1 (1.2e-7) of the exact value on its own side (seen: old -0.032055914, new
-     * -0.032055676, exact -0.032055802).
+     * a few ulps of 1 (1.2e-7 each) from the exact value on its own side. How many depends on the CPU's vectorised
+     * exp and log kernels (seen: old -0.032055914, exact -0.032055802; new -0.032055676 on one machine, -0.032055497
+     * on an AVX-512 EPYC): 8 ulps of 1 is the bar.
      */
-    private static final double GRADIENT_TOLERANCE = 3e-7;
+    private static final double GRADIENT_TOLERANCE = 8 * 0x1p-23;
     private static NDManager manager;
     private static float[] logits;
     private static int vocab;
@@ -260,7 +261,9 @@ class TokenScoresTest {
         Head outside = head(normed, weight, false, weightTrained, 0);
         Head inside = head(normed, weight, true, weightTrained, chunk);
         assertEquals(outside.loss(), inside.loss(), 1e-6 * Math.abs(outside.loss()), "loss");
-        assertArrayEquals(outside.entropy(), inside.entropy(), "entropy");
+        // Chunks of 5 rows are other GEMM shapes than all 34 at once, and some CPUs' kernels block them differently:
+        // the logits then differ in their last bits (seen: entropy 1.9399976 against 1.9400003).
+        assertClose(outside.entropy(), inside.entropy(), 4e-6, "entropy");
         assertArrayEquals(outside.correct(), inside.correct(), "argmax hits");
         // the same products, scaled by 1/29 before the head's GEMM outside and after it inside
         assertClose(outside.normedGradient(), inside.normedGradient(), 1e-6 * maxAbs(outside.normedGradient()),
