@@ -22,10 +22,20 @@ class MicroBatch:
     weight: int  # loss units: target tokens (SFT) or pairs (DPO)
     tokens: int  # real (non-padding) tokens
     key: tuple  # (split, index): the same batch on any device
+    # (row, start, end) of every packed example and padding run: per-document attention's input, taken from the
+    # CPU copy of the segments so that no layer waits for the device to say where documents end
+    documents: tuple = ()
 
     def to(self, device):
-        return MicroBatch(self.ids.to(device), self.positions.to(device), self.segments.to(device),
-                          self.targets.to(device), self.weight, self.tokens, self.key)
+        # from pinned memory (pinned()) the copy is queued behind the running step instead of waiting for it
+        return MicroBatch(self.ids.to(device, non_blocking=True), self.positions.to(device, non_blocking=True),
+                          self.segments.to(device, non_blocking=True), self.targets.to(device, non_blocking=True),
+                          self.weight, self.tokens, self.key, self.documents)
+
+    def pinned(self):
+        """This batch in page-locked host memory, which a CUDA device copies from without a synchronisation."""
+        return MicroBatch(self.ids.pin_memory(), self.positions.pin_memory(), self.segments.pin_memory(),
+                          self.targets.pin_memory(), self.weight, self.tokens, self.key, self.documents)
 
 
 def load_split(tensors, split):
@@ -40,7 +50,7 @@ def load_split(tensors, split):
         offset += cells
         targets = torch.where(part["mask"] != 0, part["targets"], torch.full_like(part["targets"], -100))
         batches.append(MicroBatch(part["ids"], part["positions"], part["segments"], targets, int(weight),
-                                  int((part["segments"] != 0).sum()), (split, index)))
+                                  int((part["segments"] != 0).sum()), (split, index), documents(part["segments"])))
     return batches
 
 
@@ -61,6 +71,19 @@ def load_schedule(path):
     """``order``: the micro batch at every data position; ``lr``: the learning rate of every optimizer step."""
     tensors = load_file(path)
     return tensors["order"].tolist(), tensors["lr"].double().tolist()
+
+
+def documents(segments):
+    """(row, start, end) of each maximal run of one segment id, row by row: the packed examples of a batch, and
+    each row's padding tail as one more (it attends within itself; nothing reads what it computes)."""
+    out = []
+    cpu = segments.detach().to("cpu")
+    rows, columns = cpu.shape
+    for row in range(rows):
+        values = cpu[row]
+        change = (torch.nonzero(values[1:] != values[:-1]).flatten() + 1).tolist()
+        out.extend((row, s, e) for s, e in zip([0] + change, change + [columns]))
+    return tuple(out)
 
 
 def attention_mask(segments, dtype):

@@ -55,8 +55,11 @@ def stop():
 
 
 def sum_all(values, device):
-    """Element-wise sum over ranks of a list of floats, in float64 (counts and loss sums stay exact)."""
-    tensor = torch.tensor(values, dtype=torch.float64, device=device)
+    """Element-wise sum over ranks of a list of numbers or 0-dim tensors (still on the device: read here, once),
+    in float64 (counts and loss sums stay exact)."""
+    tensor = torch.stack([v.detach().to(device=device, dtype=torch.float64).reshape(())
+                          if isinstance(v, torch.Tensor) else torch.full((), float(v), dtype=torch.float64, device=device)
+                          for v in values]) if values else torch.zeros(0, dtype=torch.float64, device=device)
     dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
     return tensor.tolist()
 

@@ -37,6 +37,11 @@ def check():
         import torch
 
         report["cuda_devices"] = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        # what a recipe that declares a GPU is told when there is none: a CPU-only build, or no device found
+        report["torch_cuda"] = torch.version.cuda
+        report["cuda_names"] = [torch.cuda.get_device_name(i) for i in range(report["cuda_devices"])]
+        report["cuda_memory"] = [torch.cuda.get_device_properties(i).total_memory
+                                 for i in range(report["cuda_devices"])]
         report["bf16"] = bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
         try:
             import bitsandbytes  # noqa: F401
@@ -44,5 +49,9 @@ def check():
             report["bitsandbytes"] = metadata.version("bitsandbytes")
         except Exception:
             report["bitsandbytes"] = None
+        from finetune_worker import extras
+
+        # every GPU extra that is installed (bitsandbytes above only if it also imports)
+        report["gpu_extras"] = extras.installed()
     print(json.dumps(report))
     return 0 if not report["problems"] else 1

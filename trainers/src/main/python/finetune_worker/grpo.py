@@ -14,6 +14,7 @@ import torch
 
 from finetune_worker import data, distributed
 from finetune_worker.grpo_loss import Loss
+from finetune_worker.kernels import batch_of
 from finetune_worker.reference import Reference
 from finetune_worker.reward_channel import RewardChannel, score
 from finetune_worker.rollout import Rollout, prompt_ids
@@ -46,7 +47,8 @@ class Grpo:
 
     name = "grpo"
 
-    def __init__(self, settings, lora, plan):
+    def __init__(self, settings, lora, plan, kernels):
+        self.kernels = kernels
         self.settings = settings
         self.lora = lora
         self.seed = int(plan["seed"])
@@ -106,34 +108,25 @@ class Grpo:
 
     # -- the loss ---------------------------------------------------------------------------------------------
 
-    def _logits(self, model, item, device):
-        segments = item["segments"].to(device)
-        mask = data.attention_mask(segments, torch.float32)
-        if device.type != "cpu":
-            mask = mask == 0
-        return model(input_ids=item["ids"].to(device), position_ids=item["positions"].to(device),
-                     attention_mask=mask, use_cache=False).logits.float()
-
-    @staticmethod
-    def _token_log_probs(logits, targets, completion_mask):
-        gathered_targets = targets.clamp(min=0).unsqueeze(-1)
-        return logits.log_softmax(-1).gather(-1, gathered_targets).squeeze(-1) * completion_mask
+    def _token_log_probs(self, model, item, device, entropy=False):
+        """``[rows, columns]`` log p of the completion tokens (0 elsewhere), and with ``entropy`` each position's
+        prediction entropy."""
+        batch = batch_of(item["ids"], item["positions"], item["segments"], item["targets"]).to(device)
+        logp, ent = self.kernels.token_log_probs(model, batch, entropy)
+        completion_mask = item["completion_mask"].to(device)
+        return logp * completion_mask, ent
 
     def _score_rows(self, model, item, device):
-        targets = item["targets"].to(device)
         completion_mask = item["completion_mask"].to(device)
         mask = item["mask"].to(device)
         ref = None
         if self.beta != 0:
             with torch.no_grad():
                 with self.reference.of(model):
-                    ref = self._token_log_probs(self._logits(model, item, device), targets, completion_mask)
-        logits = self._logits(model, item, device)
-        logp = self._token_log_probs(logits, targets, completion_mask)
+                    ref = self._token_log_probs(model, item, device)[0]
+        logp, entropy = self._token_log_probs(model, item, device, entropy=True)
         total, tokens, metrics = self.objective.compute(logp, logp.detach(), ref, item["advantages"], mask)
         with torch.no_grad():
-            logp_all = logits.detach().log_softmax(-1)
-            entropy = -(logp_all.exp() * logp_all).sum(-1)
             per_row = (entropy * completion_mask).double().sum(dim=1)
             counted = mask.sum(dim=1)
             used = counted > 0

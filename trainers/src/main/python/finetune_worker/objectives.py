@@ -7,30 +7,18 @@ sequences can be compared step by step.
 import torch
 import torch.nn.functional as F
 
-from finetune_worker.data import attention_mask
-
-
-def token_log_probs(model, batch):
-    """``[rows, columns]``: log p(target | prefix) at every position with a target, exactly 0 elsewhere."""
-    mask = attention_mask(batch.segments, torch.float32)
-    if batch.ids.device.type != "cpu":
-        # SDPA's fused GPU kernels take a boolean mask whatever the compute dtype (bf16 under FSDP's policy)
-        mask = mask == 0
-    logits = model(input_ids=batch.ids, position_ids=batch.positions, attention_mask=mask, use_cache=False).logits
-    rows, columns, vocab = logits.shape
-    losses = F.cross_entropy(logits.float().reshape(rows * columns, vocab), batch.targets.reshape(-1),
-                             reduction="none", ignore_index=-100)
-    return -losses.reshape(rows, columns)
-
 
 class Sft:
     name = "sft"
+
+    def __init__(self, kernels):
+        self.kernels = kernels
 
     def prepare(self, model, train, evaluation, world):
         return train, evaluation
 
     def loss(self, model, batch):
-        return -token_log_probs(model, batch).sum(), {}
+        return self.kernels.sft_loss(model, batch), {}
 
     @staticmethod
     def samples(batch):
@@ -53,7 +41,8 @@ class Dpo:
     # the loss types the worker implements; the launcher refuses the others before starting
     TYPES = ("sigmoid", "hinge", "ipo", "sigmoid_norm")
 
-    def __init__(self, settings, lora):
+    def __init__(self, settings, lora, kernels):
+        self.kernels = kernels
         self.terms = [(term["type"], float(term["weight"])) for term in settings["terms"]]
         for kind, _ in self.terms:
             if kind not in self.TYPES:
@@ -70,7 +59,7 @@ class Dpo:
         return batch.weight
 
     def sequence_log_probs(self, model, batch):
-        return token_log_probs(model, batch).sum(dim=1)
+        return self.kernels.token_log_probs(model, batch)[0].sum(dim=1)
 
     def reference_of(self, model, batch):
         if batch.key in self.reference:
@@ -92,7 +81,8 @@ class Dpo:
         values = distributed.map_batches(everything, world,
                                          lambda batch: self.reference_of(model, batch.to(world.device)).cpu().tolist())
         for batch, value in zip(everything, values):
-            self.reference[batch.key] = torch.tensor(value, dtype=torch.float32)
+            # kept on the device: a micro batch reads its values without a copy from the host
+            self.reference[batch.key] = torch.tensor(value, dtype=torch.float32, device=world.device)
         return train, evaluation
 
     def per_pair(self, kind, c, r, lengths, pairs):
@@ -116,28 +106,29 @@ class Dpo:
         for kind, weight in self.terms:
             term = self.per_pair(kind, chosen_ratio, rejected_ratio, lengths, pairs).sum() * weight
             total = term if total is None else total + term
+        # 0-dim tensors, left on the device: the loop reads them once per step
         with torch.no_grad():
             chosen = (self.beta * chosen_ratio).double()
             rejected = (self.beta * rejected_ratio).double()
             metrics = {
-                "rewards/chosen": float(chosen.mean()),
-                "rewards/rejected": float(rejected.mean()),
-                "rewards/accuracies": float((chosen > rejected).double().mean()),
-                "rewards/margins": float((chosen - rejected).mean()),
-                "logps/chosen": float(policy[:pairs].double().mean()),
-                "logps/rejected": float(policy[pairs:].double().mean()),
+                "rewards/chosen": chosen.mean(),
+                "rewards/rejected": rejected.mean(),
+                "rewards/accuracies": (chosen > rejected).double().mean(),
+                "rewards/margins": (chosen - rejected).mean(),
+                "logps/chosen": policy[:pairs].double().mean(),
+                "logps/rejected": policy[pairs:].double().mean(),
             }
         return total, metrics
 
 
-def of(plan, lora):
+def of(plan, lora, kernels):
     objective = plan["objective"]
     if objective["kind"] == "grpo":
         from finetune_worker import grpo
 
-        return grpo.Grpo(objective, lora, plan)
+        return grpo.Grpo(objective, lora, plan, kernels)
     if objective["kind"] == "sft":
-        return Sft()
+        return Sft(kernels)
     if objective["kind"] == "dpo":
-        return Dpo(objective, lora)
+        return Dpo(objective, lora, kernels)
     raise ValueError("the worker does not run the objective %r" % objective["kind"])

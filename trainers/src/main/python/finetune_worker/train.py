@@ -18,7 +18,7 @@ import traceback
 
 import torch
 
-from finetune_worker import checkpoints, data, distributed, hf_files, objectives
+from finetune_worker import checkpoints, data, distributed, extras, hf_files, kernels, objectives
 
 
 class Reporter:
@@ -79,29 +79,47 @@ def _derive(*parts):
 
 
 def build_model(plan, world):
+    """The model as this run trains it, and what it computes with (:mod:`kernels`). One process trains the model
+    as loaded, on its device; several shard it with FSDP2 (:func:`shard`)."""
     from transformers import AutoModelForCausalLM
 
     on_gpu = world.device.type == "cuda"
     # bf16: true/auto use bf16 compute where the GPU has it (reductions stay fp32); CPUs train in fp32.
     precision = "bf16" if (on_gpu and plan.get("bf16", "auto") != "false" and torch.cuda.is_bf16_supported()) \
         else "fp32"
-    model = AutoModelForCausalLM.from_pretrained(
-        plan["base_model"], dtype=torch.float32,
-        attn_implementation="sdpa" if on_gpu else "eager")
-    model.config.use_cache = False
-    if plan.get("gradient_checkpointing"):
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    layer_classes = set(getattr(model, "_no_split_modules", None) or [])
+    compute = torch.bfloat16 if precision == "bf16" else torch.float32
+    sharded = world.size > 1
     adapter = plan.get("adapter")
+    quantized = adapter is not None and adapter.get("quantized", False)
+    load = {}
+    if quantized:
+        if sharded:
+            raise extras.Missing("QLoRA runs on one GPU: FSDP2 gathers bitsandbytes' 4-bit parameters back as plain "
+                                 "tensors without their quantization state")
+        extras.require_bitsandbytes("adapter: qlora", world.device)
+        load = dict(quantization_config=extras.quantization_config(adapter, compute), device_map={"": world.device})
+    # One process loads the weights in the compute dtype (bf16 weights: the plan's regime on a GPU, LoRA adapters
+    # stay fp32 in PEFT); FSDP2 keeps fp32 shards and computes in bf16 through its MixedPrecisionPolicy.
+    dtype = compute if not sharded else torch.float32
+    model = AutoModelForCausalLM.from_pretrained(
+        plan["base_model"], dtype=dtype, attn_implementation="sdpa" if on_gpu else "eager", **load)
+    model.config.use_cache = False
+    checkpointing = bool(plan.get("gradient_checkpointing"))
+    if checkpointing:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    fast = kernels.setup(model, plan.get("kernels"), world.device, compute, checkpointing)
+    layer_classes = set(getattr(model, "_no_split_modules", None) or [])
     lora = adapter is not None
     if lora:
         from peft import PeftModel
 
         # Java wrote the initial adapter (its own A init, B = 0): both backends start from the same weights.
         model = PeftModel.from_pretrained(model, adapter["initial"], is_trainable=True)
-    model.to(world.device)
-    shard(model, layer_classes, precision, plan, world)
-    return model, lora
+    if not quantized:
+        model.to(world.device)
+    if sharded:
+        shard(model, layer_classes, precision, plan, world)
+    return model, lora, fast
 
 
 def shard(model, layer_classes, precision, plan, world):
@@ -125,7 +143,7 @@ def shard(model, layer_classes, precision, plan, world):
     fully_shard(model, mesh=mesh, mp_policy=policy, offload_policy=offload, reshard_after_forward=reshard)
 
 
-def build_optimizer(model, settings):
+def build_optimizer(model, settings, device):
     decayed, plain = [], []
     for name, parameter in model.named_parameters():
         if not parameter.requires_grad:
@@ -135,8 +153,14 @@ def build_optimizer(model, settings):
         (plain if lower.endswith("bias") or "norm" in lower else decayed).append(parameter)
     groups = [{"params": decayed, "weight_decay": settings["weight_decay"]},
               {"params": plain, "weight_decay": 0.0}]
-    return torch.optim.AdamW([g for g in groups if g["params"]], lr=0.0,
-                             betas=(settings["beta1"], settings["beta2"]), eps=settings["epsilon"])
+    groups = [g for g in groups if g["params"]]
+    betas = (settings["beta1"], settings["beta2"])
+    name = settings.get("name", "adamw_torch")
+    if name in extras.BNB_OPTIMIZERS:
+        return extras.optimizer_class(name, device)(groups, lr=0.0, betas=betas, eps=settings["epsilon"])
+    # one fused kernel for every parameter on CUDA: no per-tensor launches, no host round trip
+    return torch.optim.AdamW(groups, lr=0.0, betas=betas, eps=settings["epsilon"],
+                             fused=True if device.type == "cuda" else None)
 
 
 def grad_norm_and_clip(parameters, max_norm):
@@ -187,15 +211,18 @@ def run(plan, world, report):
     if len(order) < total_steps * per_step or len(learning_rates) < total_steps:
         raise ValueError("the schedule file is shorter than %d steps" % total_steps)
 
-    model, lora = build_model(plan, world)
-    objective = objectives.of(plan, lora)
+    model, lora, fast = build_model(plan, world)
+    objective = objectives.of(plan, lora, fast)
     settings = plan["optimizer"]
-    optimizer = build_optimizer(model, settings)
+    optimizer = build_optimizer(model, settings, world.device)
     trainable = [p for p in model.parameters() if p.requires_grad]
     # A sharded parameter's numel() is that of the whole tensor, so these are the model's totals on every rank.
     counts = [sum(p.numel() for p in model.parameters()), sum(p.numel() for p in trainable)]
     flos_parameters = _flos_parameters(model)
 
+    if world.device.type == "cuda":
+        train_batches = [b.pinned() for b in train_batches]
+        eval_batches = [b.pinned() for b in eval_batches]
     # before a resume loads its checkpoint: a reference taken from the starting weights must see those
     train_batches, eval_batches = objective.prepare(model, train_batches, eval_batches, world)
     output_dir = plan["output_dir"]
@@ -218,7 +245,8 @@ def run(plan, world, report):
     tokens_seen = sum(train_batches[order[p]].tokens for p in range(step * per_step))
     report.emit("start", step=step, total_steps=total_steps, world_size=world.size,
                 parameters=int(counts[0]), trainable_parameters=int(counts[1]),
-                device=str(world.device), micro_batches_per_step=per_step, flos_parameters=flos_parameters)
+                device=str(world.device), micro_batches_per_step=per_step, flos_parameters=flos_parameters,
+                kernels=fast.describe(), kernel_notes=fast.notes)
 
     if step == 0 and eval_batches:
         line = {"step": 0, "epoch": 0.0}
@@ -247,14 +275,15 @@ def run(plan, world, report):
         global_weight = distributed.sum_all([sum(b.weight for b in mine)], world.device)[0]
         scale = world.size / max(1.0, global_weight)
         model.train()
-        loss_sum, metric_sums, tokens, samples = 0.0, {}, 0, 0
+        # sums stay on the device until the step's one exchange: no micro batch waits for the device to finish
+        loss_sum, metric_sums, tokens, samples = torch.zeros((), dtype=torch.float64, device=world.device), {}, 0, 0
         for micro, batch in enumerate(mine):
             torch.manual_seed(_derive(plan["seed"], step, micro, world.rank))
             batch = batch.to(world.device)
             loss, metrics = objective.loss(model, batch)
             # FSDP averages gradients over ranks; times W makes that the sum over the global window / its weight.
             (loss * scale).backward()
-            loss_sum += float(loss.detach())
+            loss_sum += loss.detach().double()
             tokens += batch.tokens
             samples += objective.samples(batch)
             for name, value in metrics.items():
