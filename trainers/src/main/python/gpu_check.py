@@ -1,17 +1,34 @@
-"""GPU check of the fsdp worker: LoRA SFT on a random >= 1B-parameter Llama, FSDP2 over every GPU of this machine.
+"""GPU check of the torch worker: the single-GPU fast path, then FSDP2 over every GPU. One command, a table at the end.
 
-Needs only this folder and a Python with torch (CUDA), transformers, peft and safetensors (requirements.txt); no
-Java, no network. It writes what the Java side normally writes (batches, schedule, initial adapter, plan), runs
-``torchrun -m finetune_worker`` and prints tokens/s and each rank's peak memory, to set beside ``finetune plan``'s
-estimate for the same shape (the model's config.json is left in --out for that).
+    cd trainers/src/main/python && ../../../../.venv/bin/python gpu_check.py      # on a CUDA machine
+    python3 gpu_check.py --tiny                                                    # a seconds-long smoke run (CPU too)
 
-    cd trainers/src/main/python && python3 gpu_check.py                  # 1.1B, 20 steps, all GPUs
-    python3 gpu_check.py --tiny --steps 3                                # a seconds-long smoke run (CPU too)
+Needs this folder, the repository's configs/ (stories260K and the quickstart data) and a Python with the worker's
+packages (requirements.txt; requirements-gpu.txt for QLoRA and flash-attn); no Java, no network. It writes what the
+Java launcher normally writes (batches, schedule, initial adapter, plan.json) and runs the worker itself, so what it
+measures is what ``finetune recipe.yaml`` runs with ``hardware: {gpus: 1}``.
+
+On one GPU, for a random ~1.1B Llama (TinyLlama's shape, 4 x 2,048 packed tokens per micro batch, 2 per step) and
+the quickstart (stories260K on configs/data/quickstart.jsonl), LoRA and QLoRA, 20 steps each:
+
+* tokens/s (median of steps 2..N) and MFU: model FLOPs per token (2 per weight forward, 2 more for the input
+  gradient, 2 more for the weight gradient of trained weights, plus causal attention) over the card's dense bf16
+  peak from the plan's own table (recipes/.../plan/accelerators.tsv; --peak-tflops overrides);
+* peak memory after step 1 (torch's max_memory_reserved, what the plan estimates) against the plan
+  (gpu_check_plan.json beside this file, written by finetune's own plan; see docs/gpu.md);
+* the first step's loss against the plain fp32 path on the CPU on the same micro batches;
+* host synchronisations while the micro batches run (torch's sync debug mode): the fast path promises none.
+
+On all GPUs (when there are several): FSDP2 over them for the 1.1B LoRA case, tokens/s per GPU against the one-GPU
+figure. Then the acceptance lines: LoRA 1.1B MFU >= 40 %, QLoRA step time <= 1.5 x LoRA's, peaks within +-15 % of
+the plan.
 """
 
 import argparse
 import json
 import os
+import re
+import statistics
 import subprocess
 import sys
 import time
@@ -20,141 +37,356 @@ import torch
 from safetensors.torch import save_file
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.normpath(os.path.join(HERE, "..", "..", "..", ".."))
+ACCELERATORS = os.path.join(ROOT, "recipes/src/main/resources/dev/finetune/recipes/plan/accelerators.tsv")
+PLANNED = os.path.join(HERE, "gpu_check_plan.json")
+sys.path.insert(0, HERE)
 
 # TinyLlama-1.1B's shape: 1.10 B parameters.
-FULL = dict(hidden_size=2048, intermediate_size=5632, num_hidden_layers=22, num_attention_heads=32,
-            num_key_value_heads=4, vocab_size=32000)
+LLAMA_1B = dict(hidden_size=2048, intermediate_size=5632, num_hidden_layers=22, num_attention_heads=32,
+                num_key_value_heads=4, vocab_size=32000)
 TINY = dict(hidden_size=64, intermediate_size=172, num_hidden_layers=2, num_attention_heads=8, num_key_value_heads=4,
             vocab_size=512)
+TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
 
-def write_model(folder, shape):
+# -- inputs: model, batches, schedule, adapter, plan ---------------------------------------------------------------
+
+def write_random_llama(folder, shape, device):
     from transformers import LlamaConfig, LlamaForCausalLM
 
+    if os.path.isfile(os.path.join(folder, "config.json")):
+        return
     config = LlamaConfig(max_position_embeddings=4096, rms_norm_eps=1e-5, tie_word_embeddings=False, **shape)
     torch.manual_seed(0)
-    model = LlamaForCausalLM(config)
+    with torch.device(device):
+        model = LlamaForCausalLM(config).to(torch.bfloat16)
     model.save_pretrained(folder, safe_serialization=True)
-    return sum(p.numel() for p in model.parameters())
 
 
-def write_batches(path, count, rows, columns, vocab):
-    generator = torch.Generator().manual_seed(1)
-    cells = count * rows * columns
-    ids = torch.randint(3, vocab, (count, rows, columns), generator=generator, dtype=torch.int32)
-    targets = torch.zeros_like(ids)
-    targets[:, :, :-1] = ids[:, :, 1:]
-    mask = torch.ones(count, rows, columns, dtype=torch.uint8)
-    mask[:, :, -1] = 0
-    split = {
-        "ids": ids.reshape(cells), "positions": torch.arange(columns, dtype=torch.int32).repeat(count * rows),
-        "segments": torch.ones(cells, dtype=torch.int32), "targets": targets.reshape(cells),
-        "mask": mask.reshape(cells), "shapes": torch.tensor([[rows, columns]] * count, dtype=torch.int32),
-        "weights": torch.full((count,), rows * (columns - 1), dtype=torch.int64)}
-    tensors = {"train." + k: v for k, v in split.items()}
-    empty = {"ids": torch.zeros(0, dtype=torch.int32), "positions": torch.zeros(0, dtype=torch.int32),
-             "segments": torch.zeros(0, dtype=torch.int32), "targets": torch.zeros(0, dtype=torch.int32),
-             "mask": torch.zeros(0, dtype=torch.uint8), "shapes": torch.zeros((0, 2), dtype=torch.int32),
-             "weights": torch.zeros(0, dtype=torch.int64)}
-    tensors.update({"eval." + k: v for k, v in empty.items()})
+def random_rows(count, rows, columns, vocab, seed):
+    """``count`` micro batches of ``rows`` packed rows: examples of random lengths (64..columns), a padding tail."""
+    generator = torch.Generator().manual_seed(seed)
+    batches = []
+    for _ in range(count):
+        ids = torch.randint(3, vocab, (rows, columns), generator=generator, dtype=torch.int32)
+        segments = torch.zeros(rows, columns, dtype=torch.int32)
+        positions = torch.zeros(rows, columns, dtype=torch.int32)
+        for row in range(rows):
+            start, number = 0, 1
+            while columns - start >= 64:
+                length = int(torch.randint(64, columns - start + 1, (1,), generator=generator))
+                segments[row, start:start + length] = number
+                positions[row, start:start + length] = torch.arange(length, dtype=torch.int32)
+                start, number = start + length, number + 1
+        batches.append((ids, positions, segments))
+    return batches
+
+
+def quickstart_rows(count, rows, columns):
+    """The quickstart's texts tokenized with stories260K's tokenizer and packed greedily into rows."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(os.path.join(ROOT, "configs/models/stories260K"))
+    texts = [json.loads(line)["text"] for line in open(os.path.join(ROOT, "configs/data/quickstart.jsonl"))]
+    examples = [[tokenizer.bos_token_id] + tokenizer(t, add_special_tokens=False)["input_ids"][:columns - 2]
+                + [tokenizer.eos_token_id] for t in texts]
+    batches, cursor = [], 0
+    for _ in range(count):
+        ids = torch.zeros(rows, columns, dtype=torch.int32)
+        positions = torch.zeros(rows, columns, dtype=torch.int32)
+        segments = torch.zeros(rows, columns, dtype=torch.int32)
+        for row in range(rows):
+            start, number = 0, 1
+            while True:
+                example = examples[cursor % len(examples)]
+                if start + len(example) > columns:
+                    break
+                ids[row, start:start + len(example)] = torch.tensor(example, dtype=torch.int32)
+                positions[row, start:start + len(example)] = torch.arange(len(example), dtype=torch.int32)
+                segments[row, start:start + len(example)] = number
+                start, number, cursor = start + len(example), number + 1, cursor + 1
+        batches.append((ids, positions, segments))
+    return batches
+
+
+def write_batches(path, batches):
+    """The launcher's batches file (finetune-batches-1): next-token targets within each example."""
+    split = {k: [] for k in ("ids", "positions", "segments", "targets", "mask")}
+    shapes, weights = [], []
+    for ids, positions, segments in batches:
+        targets = torch.zeros_like(ids)
+        targets[:, :-1] = ids[:, 1:]
+        mask = torch.zeros_like(ids, dtype=torch.uint8)
+        mask[:, :-1] = ((segments[:, :-1] == segments[:, 1:]) & (segments[:, :-1] != 0)).to(torch.uint8)
+        for name, value in (("ids", ids), ("positions", positions), ("segments", segments), ("targets", targets),
+                            ("mask", mask)):
+            split[name].append(value.reshape(-1))
+        shapes.append(list(ids.shape))
+        weights.append(int(mask.sum()))
+    tensors = {"train." + k: torch.cat(v) for k, v in split.items()}
+    tensors.update({"train.shapes": torch.tensor(shapes, dtype=torch.int32),
+                    "train.weights": torch.tensor(weights, dtype=torch.int64)})
+    for name, dtype in (("ids", torch.int32), ("positions", torch.int32), ("segments", torch.int32),
+                        ("targets", torch.int32), ("mask", torch.uint8)):
+        tensors["eval." + name] = torch.zeros(0, dtype=dtype)
+    tensors["eval.shapes"] = torch.zeros((0, 2), dtype=torch.int32)
+    tensors["eval.weights"] = torch.zeros(0, dtype=torch.int64)
     save_file(tensors, path, metadata={"format": "finetune-batches-1"})
 
+
+def write_case(case, folder, steps, per_step, nproc):
+    """Everything the worker reads for one case; returns plan.json's path."""
+    os.makedirs(folder, exist_ok=True)
+    count = steps * per_step
+    if case["data"] == "random":
+        rows = random_rows(count, case["micro"], case["seq"], case["shape"]["vocab_size"], seed=1)
+    else:
+        rows = quickstart_rows(count, case["micro"], case["seq"])
+    batches = os.path.join(folder, "batches.safetensors")
+    write_batches(batches, rows)
+    schedule = os.path.join(folder, "schedule.safetensors")
+    save_file({"order": torch.arange(count, dtype=torch.int32),
+               "lr": torch.full((steps,), 2e-4, dtype=torch.float64)}, schedule)
+    initial = os.path.join(folder, "initial-adapter")
+    if not os.path.isdir(initial):
+        from peft import LoraConfig, get_peft_model
+        from transformers import AutoConfig, AutoModelForCausalLM
+        from transformers.initialization import no_init_weights
+
+        # the base weights' values do not matter here (only the adapter is saved): left uninitialised
+        with no_init_weights():
+            base = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(case["model"]), dtype=torch.bfloat16)
+        peft = get_peft_model(base, LoraConfig(r=case["r"], lora_alpha=2 * case["r"], lora_dropout=0.0,
+                                               task_type="CAUSAL_LM", target_modules=TARGETS))
+        peft.save_pretrained(initial)
+        del peft, base
+    adapter = {"kind": "lora", "initial": initial}
+    if case["qlora"]:
+        adapter.update(quantized=True, double_quant=True)
+    plan = {
+        "format": "finetune-worker-plan-1", "base_model": case["model"], "output_dir": os.path.join(folder, "run"),
+        "batches": batches, "schedule": schedule, "objective": {"kind": "sft"}, "adapter": adapter,
+        "gradient_checkpointing": False, "reshard_after_forward": True, "offload_params": False, "bf16": "auto",
+        "total_steps": steps, "micro_batches_per_step": per_step, "micro_batches_per_epoch": count, "eval_steps": 0,
+        "save_steps": 0, "save_total_limit": 0,
+        "optimizer": {"name": "adamw_torch_fused", "beta1": 0.9, "beta2": 0.999, "epsilon": 1e-8,
+                      "weight_decay": 0.0, "max_grad_norm": 1.0},
+        "kernels": {"head": "chunked", "attention": "auto"},
+        "seed": 42, "resume_key": "gpu-check", "world_size": nproc, "data_log_dir": os.path.join(folder, "logs")}
+    path = os.path.join(folder, "plan.json")
+    with open(path, "w") as f:
+        json.dump(plan, f, indent=2)
+    return path
+
+
+# -- runs --------------------------------------------------------------------------------------------------------
+
+def run_worker(plan_file, nproc, device_is_cpu, log):
+    """The worker on this plan: one process as the launcher starts it for one GPU, torchrun for several. Returns its
+    events by kind."""
+    env = dict(os.environ, PYTHONPATH=HERE, PYTHONUNBUFFERED="1", FINETUNE_SYNC_CHECK="1",
+               OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "4"))
+    if device_is_cpu:
+        env["FINETUNE_DEVICE"] = "cpu"
+    if nproc == 1:
+        command = [sys.executable, "-m", "finetune_worker", plan_file]
+    else:
+        command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc),
+                   "-m", "finetune_worker", plan_file]
+    events = {"metrics": [], "error": [], "host_syncs": []}
+    started = time.time()
+    with open(log, "w") as out:
+        process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        for line in process.stdout:
+            out.write(line)
+            if not line.startswith("{"):
+                continue
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            kind = event.get("event")
+            if kind in ("metrics", "error", "host_syncs"):
+                events[kind].append(event)
+            elif kind in ("start", "peak_memory"):
+                events[kind] = event
+    events["exit"] = process.wait()
+    events["seconds"] = time.time() - started
+    return events
+
+
+def cpu_first_step_loss(case, plan_file):
+    """Step 1's loss on the plain fp32 path on the CPU (no fast-path piece), on the same micro batches and starting
+    weights: summed cross-entropy over the step's target tokens / their count, as the worker logs it."""
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    from finetune_worker import data, kernels
+
+    plan = json.load(open(plan_file))
+    train, _ = data.load_batches(plan["batches"])
+    model = AutoModelForCausalLM.from_pretrained(case["model"], dtype=torch.float32, attn_implementation="eager")
+    model = PeftModel.from_pretrained(model, plan["adapter"]["initial"]).eval()
+    plain = kernels.Kernels()
+    total, weight = 0.0, 0
+    with torch.no_grad():
+        for batch in train[:plan["micro_batches_per_step"]]:
+            total += float(plain.sft_loss(model, batch))
+            weight += batch.weight
+    return total / weight
+
+
+def model_flops_per_token(shape, seq, trained_weights):
+    """2 FLOPs per weight in forward, 2 for the input gradient, 2 for the weight gradient where weights train
+    (LoRA's adapters are negligible); causal attention: QK^T and PV, forward and two backward, over half the keys."""
+    h, inter, layers, vocab = shape["hidden_size"], shape["intermediate_size"], shape["num_hidden_layers"], \
+        shape["vocab_size"]
+    kv = h * shape["num_key_value_heads"] // shape["num_attention_heads"]
+    per_layer = h * h * 2 + 2 * h * kv + 3 * h * inter
+    weights = layers * per_layer + vocab * h  # the head; the embedding is a lookup
+    per_weight = 6 if trained_weights else 4
+    attention = 3 * 2 * 2 * layers * h * seq / 2
+    return per_weight * weights + attention
+
+
+def peak_tflops(name, override):
+    if override:
+        return override, "--peak-tflops"
+    key = re.sub(r"[\s_-]", "", name.lower()).replace("nvidia", "")
+    best = None
+    if os.path.isfile(ACCELERATORS):
+        for line in open(ACCELERATORS):
+            if line.startswith("#") or line.startswith("name\t") or not line.strip():
+                continue
+            fields = line.rstrip("\n").split("\t")
+            for alias in [fields[0]] + [a for a in fields[1].split(",") if a]:
+                normal = re.sub(r"[\s_-]", "", alias.lower())
+                if key.startswith(normal) and (best is None or len(normal) > best[0]):
+                    best = (len(normal), float(fields[2]), fields[0])
+    return (best[1], best[2]) if best else (None, "unknown card: pass --peak-tflops")
+
+
+# -- main --------------------------------------------------------------------------------------------------------
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="/tmp/finetune-gpu-check")
     parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--micro", type=int, default=4, help="sequences per micro batch per rank")
-    parser.add_argument("--seq", type=int, default=1024)
-    parser.add_argument("--nproc", type=int, default=None, help="ranks (default: every GPU, else 2 CPU ranks)")
-    parser.add_argument("--tiny", action="store_true", help="a 2-layer model instead of 1.1B")
-    parser.add_argument("--grad-ckpt", action="store_true")
+    parser.add_argument("--tiny", action="store_true", help="a 2-layer model, 3 steps: a smoke run, CPU too")
+    parser.add_argument("--peak-tflops", type=float, default=None, help="the card's dense bf16 peak")
     args = parser.parse_args()
 
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    nproc = args.nproc or (gpus if gpus else 2)
+    steps = 3 if args.tiny else args.steps
+    card = torch.cuda.get_device_name(0) if gpus else "none (CPU)"
+    peak, peak_source = peak_tflops(card, args.peak_tflops) if gpus else (None, "no GPU")
+    print("gpu_check: %d GPU(s): %s; dense bf16 peak %s TFLOPS (%s); torch %s" % (
+        gpus, card, peak, peak_source, torch.__version__), flush=True)
     os.makedirs(args.out, exist_ok=True)
-    model_dir = os.path.join(args.out, "model")
-    shape = TINY if args.tiny else FULL
-    started = time.time()
-    parameters = write_model(model_dir, shape)
-    print("gpu_check: random Llama with %.3f B parameters in %s (%.0f s); %d GPU(s): %s" % (
-        parameters / 1e9, model_dir, time.time() - started, gpus,
-        torch.cuda.get_device_name(0) if gpus else "none, CPU ranks over gloo"), flush=True)
+    big = os.path.join(args.out, "llama-1b" if not args.tiny else "llama-tiny")
+    write_random_llama(big, TINY if args.tiny else LLAMA_1B, "cuda" if gpus else "cpu")
+    stories = os.path.join(ROOT, "configs/models/stories260K")
+    stories_shape = json.load(open(os.path.join(stories, "config.json")))
+    big_shape = TINY if args.tiny else LLAMA_1B
+    cases = [
+        dict(name="lora-1.1b", model=big, shape=big_shape, data="random", micro=1 if args.tiny else 4,
+             seq=256 if args.tiny else 2048, r=16, qlora=False),
+        dict(name="qlora-1.1b", model=big, shape=big_shape, data="random", micro=1 if args.tiny else 4,
+             seq=256 if args.tiny else 2048, r=16, qlora=True),
+        dict(name="lora-quickstart", model=stories, shape=stories_shape, data="quickstart", micro=4, seq=256, r=8,
+             qlora=False),
+        dict(name="qlora-quickstart", model=stories, shape=stories_shape, data="quickstart", micro=4, seq=256, r=8,
+             qlora=True),
+    ]
+    planned = json.load(open(PLANNED)) if os.path.isfile(PLANNED) else {}
+    rows = []
+    for case in cases:
+        rows.append(run_case(case, args, steps, nproc=1, gpus=gpus, peak=peak, planned=planned))
+    if gpus > 1:
+        fsdp = dict(cases[0], name="lora-1.1b fsdp")
+        rows.append(run_case(fsdp, args, steps, nproc=gpus, gpus=gpus, peak=peak, planned=planned))
+    print_table(rows, gpus)
+    return 0 if all(r["status"] in ("ok", "refused") for r in rows) else 1
 
-    from peft import LoraConfig, get_peft_model
-    from transformers import AutoModelForCausalLM
 
-    base = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
-    lora = get_peft_model(base, LoraConfig(r=16, lora_alpha=32, lora_dropout=0.0, task_type="CAUSAL_LM",
-                                           target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj",
-                                                           "up_proj", "down_proj"]))
-    initial = os.path.join(args.out, "initial-adapter")
-    lora.save_pretrained(initial)
-    del lora, base
+def run_case(case, args, steps, nproc, gpus, peak, planned):
+    name = case["name"]
+    folder = os.path.join(args.out, name.replace(" ", "-"))
+    per_step = 2 * nproc  # two micro batches per rank per step: a sync per micro batch would show
+    plan_file = write_case(case, folder, steps, per_step, nproc)
+    print("gpu_check: %s: %s" % (name, plan_file), flush=True)
+    events = run_worker(plan_file, nproc, gpus == 0, os.path.join(folder, "worker.log"))
+    row = {"case": name, "gpus": nproc, "status": "ok"}
+    if events["exit"] != 0 or events["error"]:
+        message = events["error"][0]["message"] if events["error"] else "exit %d" % events["exit"]
+        row["status"] = "refused" if "Missing:" in message else "FAILED"
+        row["note"] = message
+        return row
+    metrics = [e["metrics"] for e in events["metrics"] if "loss" in e["metrics"]]
+    start = events.get("start", {})
+    row["kernels"] = start.get("kernels", "")
+    row["notes"] = start.get("kernel_notes", [])
+    steady = metrics[1:] or metrics
+    row["tokens_per_second"] = statistics.median(m["tokens_per_second"] for m in steady)
+    tokens_per_step = metrics[0]["num_tokens"]
+    row["step_seconds"] = tokens_per_step / row["tokens_per_second"]
+    flops = model_flops_per_token(case["shape"], case["seq"], trained_weights=False)
+    if peak:
+        row["mfu"] = row["tokens_per_second"] * flops / (peak * 1e12 * nproc)
+    peaks = events.get("peak_memory", {}).get("ranks", [])
+    row["peak_gib"] = max(p["peak_memory_mb"] for p in peaks) / 1024 if peaks else None
+    plan = planned.get(name.split(" ")[0])
+    row["plan_gib"] = plan["peak_bytes"] / 2**30 if plan and nproc == 1 else None
+    row["loss"] = metrics[0]["loss"]
+    syncs = [e["count"] for e in events["host_syncs"]]
+    row["syncs"] = max(syncs) if syncs else None
+    if nproc == 1:
+        row["cpu_loss"] = cpu_first_step_loss(case, plan_file)
+    return row
 
-    per_step = nproc  # one micro batch per rank per step
-    batches = os.path.join(args.out, "batches.safetensors")
-    write_batches(batches, args.steps * per_step, args.micro, args.seq, shape["vocab_size"])
-    schedule = os.path.join(args.out, "schedule.safetensors")
-    save_file({"order": torch.arange(args.steps * per_step, dtype=torch.int32),
-               "lr": torch.full((args.steps,), 2e-4, dtype=torch.float64)}, schedule)
-    output_dir = os.path.join(args.out, "run")
-    plan = {
-        "format": "finetune-worker-plan-1", "base_model": model_dir, "output_dir": output_dir, "batches": batches,
-        "schedule": schedule, "objective": {"kind": "sft"}, "adapter": {"kind": "lora", "initial": initial},
-        "gradient_checkpointing": args.grad_ckpt, "reshard_after_forward": True, "offload_params": False,
-        "bf16": "auto", "total_steps": args.steps, "micro_batches_per_step": per_step,
-        "micro_batches_per_epoch": args.steps * per_step, "eval_steps": 0, "save_steps": 0, "save_total_limit": 0,
-        "optimizer": {"beta1": 0.9, "beta2": 0.999, "epsilon": 1e-8, "weight_decay": 0.0, "max_grad_norm": 1.0},
-        "seed": 42, "resume_key": "gpu-check", "world_size": nproc,
-        "data_log_dir": os.path.join(args.out, "logs")}
-    plan_file = os.path.join(args.out, "plan.json")
-    with open(plan_file, "w") as f:
-        json.dump(plan, f, indent=2)
 
-    env = dict(os.environ, PYTHONPATH=HERE, PYTHONUNBUFFERED="1", OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS",
-                                                                                                  "4"))
-    if not gpus:
-        env["FINETUNE_DEVICE"] = "cpu"
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc),
-               "-m", "finetune_worker", plan_file]
-    print("gpu_check: " + " ".join(command), flush=True)
-    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    steps, peaks, errors = [], [], []
-    for line in process.stdout:
-        line = line.rstrip("\n")
-        if line.startswith("{"):
-            try:
-                event = json.loads(line)
-            except ValueError:
-                event = {}
-            kind = event.get("event")
-            if kind == "metrics" and "loss" in event["metrics"]:
-                m = event["metrics"]
-                steps.append(m)
-                print("step %3d  loss %.4f  %9.0f tokens/s  peak %.2f GiB" % (
-                    m["step"], m["loss"], m["tokens_per_second"], m["peak_memory_mb"] / 1024), flush=True)
-                continue
-            if kind == "peak_memory":
-                peaks = event["ranks"]
-            if kind == "error":
-                errors.append(event)
-        print(line, flush=True)
-    code = process.wait()
-    if code != 0 or errors or len(steps) != args.steps:
-        print("gpu_check: FAILED (exit %d, %d of %d steps)" % (code, len(steps), args.steps))
-        return 1
-    steady = steps[1:] or steps
-    tokens_per_second = sum(s["tokens_per_second"] for s in steady) / len(steady)
-    print("gpu_check: %d steps of %d x %d tokens per rank over %d rank(s); loss %.4f -> %.4f" % (
-        args.steps, args.micro, args.seq, nproc, steps[0]["loss"], steps[-1]["loss"]))
-    print("gpu_check: %.0f tokens/s over all ranks (mean of steps 2..%d)" % (tokens_per_second, args.steps))
-    for peak in peaks:
-        print("gpu_check: rank %d on %s: peak %.2f GiB after step 1" % (peak["rank"], peak["host"],
-                                                                       peak["peak_memory_mb"] / 1024))
-    print("gpu_check: peak over the run %.2f GiB (max over ranks)" % (max(s["peak_memory_mb"] for s in steps) / 1024))
-    return 0
+def print_table(rows, gpus):
+    print()
+    header = ("case", "GPUs", "tokens/s", "step s", "MFU", "peak GiB", "plan GiB", "peak/plan", "loss 1", "CPU loss 1",
+              "syncs", "status")
+    print("%-18s %4s %10s %7s %6s %8s %8s %9s %8s %10s %5s  %s" % header)
+    one_gpu = {r["case"]: r for r in rows if r["gpus"] == 1}
+    for r in rows:
+        def f(key, spec, scale=1.0):
+            return (spec % (r[key] * scale)) if r.get(key) is not None else "-"
+        ratio = "%.2f" % (r["peak_gib"] / r["plan_gib"]) if r.get("peak_gib") and r.get("plan_gib") else "-"
+        print("%-18s %4d %10s %7s %6s %8s %8s %9s %8s %10s %5s  %s" % (
+            r["case"], r["gpus"], f("tokens_per_second", "%.0f"), f("step_seconds", "%.3f"), f("mfu", "%.1f%%", 100),
+            f("peak_gib", "%.2f"), f("plan_gib", "%.2f"), ratio, f("loss", "%.4f"), f("cpu_loss", "%.4f"),
+            f("syncs", "%d"), r["status"] + (": " + r["note"] if r.get("note") else "")))
+    for r in rows:
+        if r.get("kernels"):
+            print("  %s: %s%s" % (r["case"], r["kernels"], "".join("; " + n for n in r.get("notes", []))))
+    print()
+    lora, qlora = one_gpu.get("lora-1.1b"), one_gpu.get("qlora-1.1b")
+    checks = []
+    if gpus and lora and lora.get("mfu") is not None:
+        checks.append(("LoRA 1.1B MFU >= 40 %", lora["mfu"] >= 0.40, "%.1f %%" % (100 * lora["mfu"])))
+    if lora and qlora and qlora.get("step_seconds") and lora.get("step_seconds"):
+        ratio = qlora["step_seconds"] / lora["step_seconds"]
+        checks.append(("QLoRA step time <= 1.5 x LoRA", ratio <= 1.5, "%.2f x" % ratio))
+    for r in rows:
+        if r.get("peak_gib") and r.get("plan_gib"):
+            off = r["peak_gib"] / r["plan_gib"] - 1
+            checks.append(("%s peak within +-15 %% of the plan" % r["case"], abs(off) <= 0.15, "%+.1f %%" % (100 * off)))
+        if r.get("cpu_loss") is not None and r.get("loss") is not None:
+            off = abs(r["loss"] - r["cpu_loss"]) / abs(r["cpu_loss"])
+            checks.append(("%s step-1 loss vs CPU fp32 (bf16: <= 2 %%)" % r["case"], off <= 0.02, "%.2e" % off))
+        if r.get("syncs") is not None:
+            checks.append(("%s no host sync while micro batches run" % r["case"], r["syncs"] == 0, str(r["syncs"])))
+    fsdp = [r for r in rows if r["gpus"] > 1 and r.get("tokens_per_second")]
+    if fsdp and lora and lora.get("tokens_per_second"):
+        per_gpu = fsdp[0]["tokens_per_second"] / fsdp[0]["gpus"]
+        checks.append(("FSDP tokens/s per GPU vs one GPU", True, "%.0f vs %.0f (%.0f %%)" % (
+            per_gpu, lora["tokens_per_second"], 100 * per_gpu / lora["tokens_per_second"])))
+    for what, passed, value in checks:
+        print("%-58s %-16s %s" % (what, value, "PASS" if passed else "FAIL"))
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ of the whole global window, counted on every rank and all-reduced, so world size
 same loss and gradient up to arithmetic order.
 """
 
+import contextlib
 import json
 import os
 import resource
@@ -15,6 +16,7 @@ import sys
 import threading
 import time
 import traceback
+import warnings
 
 import torch
 
@@ -277,17 +279,18 @@ def run(plan, world, report):
         model.train()
         # sums stay on the device until the step's one exchange: no micro batch waits for the device to finish
         loss_sum, metric_sums, tokens, samples = torch.zeros((), dtype=torch.float64, device=world.device), {}, 0, 0
-        for micro, batch in enumerate(mine):
-            torch.manual_seed(_derive(plan["seed"], step, micro, world.rank))
-            batch = batch.to(world.device)
-            loss, metrics = objective.loss(model, batch)
-            # FSDP averages gradients over ranks; times W makes that the sum over the global window / its weight.
-            (loss * scale).backward()
-            loss_sum += loss.detach().double()
-            tokens += batch.tokens
-            samples += objective.samples(batch)
-            for name, value in metrics.items():
-                metric_sums[name] = metric_sums.get(name, 0.0) + value * batch.weight
+        with _counting_host_syncs(world.device, report, step):
+            for micro, batch in enumerate(mine):
+                torch.manual_seed(_derive(plan["seed"], step, micro, world.rank))
+                batch = batch.to(world.device)
+                loss, metrics = objective.loss(model, batch)
+                # FSDP averages gradients over ranks; times W makes that the sum over the global window / its weight.
+                (loss * scale).backward()
+                loss_sum += loss.detach().double()
+                tokens += batch.tokens
+                samples += objective.samples(batch)
+                for name, value in metrics.items():
+                    metric_sums[name] = metric_sums.get(name, 0.0) + value * batch.weight
         norm = grad_norm_and_clip(trainable, settings["max_grad_norm"])
         lr = learning_rates[step]
         for group in optimizer.param_groups:
@@ -334,6 +337,24 @@ def run(plan, world, report):
 
     files = hf_files.save_final(model, plan, lora, world)
     report.emit("saved", files=files, step=step)
+
+
+@contextlib.contextmanager
+def _counting_host_syncs(device, report, step):
+    """With FINETUNE_SYNC_CHECK=1 on CUDA (gpu_check.py sets it), every step after the first reports how often the
+    host waited for the GPU while its micro batches ran (torch's sync debug mode): the fast path promises none."""
+    if device.type != "cuda" or os.environ.get("FINETUNE_SYNC_CHECK") != "1" or step == 0:
+        yield
+        return
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            yield
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+    syncs = [str(w.message).splitlines()[0] for w in caught if "synchroniz" in str(w.message).lower()]
+    report.emit("host_syncs", step=step + 1, count=len(syncs), first=syncs[:3])
 
 
 def _follow_launcher():
