@@ -1,5 +1,7 @@
 package dev.finetune.recipes.model;
 
+import com.google.gson.JsonElement;
+import com.google.gson.JsonNull;
 import com.google.gson.JsonObject;
 import com.google.gson.JsonPrimitive;
 import java.io.BufferedReader;
@@ -118,7 +120,10 @@ public final class KnownModels {
         return json;
     }
 
-    private static JsonPrimitive value(String cell) {
+    private static JsonElement value(String cell) {
+        if (cell.equals("null")) {
+            return JsonNull.INSTANCE;
+        }
         if (cell.equals("true") || cell.equals("false")) {
             return new JsonPrimitive(Boolean.parseBoolean(cell));
         }

@@ -8,24 +8,30 @@ import dev.finetune.recipes.UserError;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Set;
 
 /**
  * The architecture of a decoder-only transformer, as a Hugging Face {@code config.json} describes it.
  *
  * <p>One record for both uses: the memory model counts parameters from it, the trainer builds the network from
- * it. Field names follow the config keys so a reader can check them against the file.
+ * it. Field names follow the config keys so a reader can check them against the file. What a key means, and its
+ * default when the file leaves it out, can differ by family (Qwen2's q/k/v biases need no key, Gemma ties its head
+ * unless told otherwise): {@link #fromJson} resolves them with the {@link Family}, so every other reader sees plain
+ * facts.
  *
- * @param modelType {@code llama}, {@code mistral}, {@code qwen2}, {@code qwen3}, {@code gemma2}, {@code phi3}, {@code mixtral}, ...
- * @param headDim per-head width; {@code hiddenSize / numAttentionHeads} unless the config says otherwise
- * @param attentionBias q/k/v projections carry a bias (Qwen2; {@code attention_bias} in Llama configs)
- * @param qkNorm per-head RMSNorm on q and k before RoPE (Qwen3)
- * @param normsPerLayer RMSNorm weights per decoder layer: 2 for Llama, 4 for Gemma 2
- * @param numLocalExperts MoE experts per layer (Mixtral); 0 for a dense MLP
- * @param numExpertsPerToken experts each token is routed to; 0 for a dense MLP
+ * @param family the architecture, from {@code model_type}
+ * @param headDim per-head width; {@code hiddenSize / numAttentionHeads} unless the config (or the family's default) says otherwise
+ * @param attentionBias q/k/v projections carry a bias (Qwen2 always; {@code attention_bias} in Llama-style configs)
+ * @param outputBias the attention output projection carries a bias ({@code attention_bias} in Llama-style configs)
+ * @param experts the mixture of experts; {@code null} for a dense model
+ * @param slidingWindow the layers that attend within a window; {@code null} when every layer attends fully
  * @param ropeScaling {@code null} when the config has none
  */
 public record ModelConfig(
-        String modelType,
+        Family family,
         int hiddenSize,
         int intermediateSize,
         int numHiddenLayers,
@@ -38,12 +44,11 @@ public record ModelConfig(
         double ropeTheta,
         RopeScaling ropeScaling,
         boolean attentionBias,
+        boolean outputBias,
         boolean mlpBias,
-        boolean qkNorm,
-        int normsPerLayer,
         boolean tieWordEmbeddings,
-        int numLocalExperts,
-        int numExpertsPerToken,
+        Experts experts,
+        SlidingWindow slidingWindow,
         String torchDtype,
         Integer bosTokenId,
         Integer eosTokenId) {
@@ -58,6 +63,46 @@ public record ModelConfig(
     public record RopeScaling(
             String type, double factor, double lowFreqFactor, double highFreqFactor, int originalMaxPositionEmbeddings) {}
 
+    /**
+     * A mixture of experts in place of the MLP.
+     *
+     * @param count experts per MoE layer ({@code num_local_experts} / {@code num_experts})
+     * @param perToken experts each token is routed to ({@code num_experts_per_tok})
+     * @param intermediateSize each expert's width ({@code moe_intermediate_size}; Mixtral's {@code intermediate_size})
+     * @param sharedIntermediateSize the shared expert's width (Qwen2-MoE); 0 when there is none
+     * @param sparseLayers which decoder layers have experts (the others a dense MLP of {@code intermediate_size})
+     * @param routerAuxLossCoef weight of the load-balancing loss ({@code router_aux_loss_coef})
+     * @param outputRouterLogits whether the model adds that loss when it computes its own ({@code output_router_logits})
+     */
+    public record Experts(int count, int perToken, int intermediateSize, int sharedIntermediateSize,
+            List<Boolean> sparseLayers, double routerAuxLossCoef, boolean outputRouterLogits) {
+        public Experts {
+            sparseLayers = List.copyOf(sparseLayers);
+        }
+
+        public boolean sparse(int layer) {
+            return sparseLayers.get(layer);
+        }
+    }
+
+    /**
+     * Sliding-window attention: a query attends to itself and the {@code size - 1} keys before it, in the layers
+     * listed; the others attend to the whole prefix.
+     */
+    public record SlidingWindow(int size, List<Boolean> layers) {
+        public SlidingWindow {
+            layers = List.copyOf(layers);
+        }
+
+        public boolean slides(int layer) {
+            return layers.get(layer);
+        }
+
+        public long slidingLayers() {
+            return layers.stream().filter(b -> b).count();
+        }
+    }
+
     public ModelConfig {
         String where = "config.json";
         // Bounds far above any released model, so that a crafted config.json is refused at once instead of
@@ -70,9 +115,21 @@ public record ModelConfig(
         bounded(where, "head_dim", headDim, 4096);
         bounded(where, "vocab_size", vocabSize, 1 << 23);
         bounded(where, "max_position_embeddings", maxPositionEmbeddings, 1 << 24);
-        if (numLocalExperts < 0 || numLocalExperts > 4096 || numExpertsPerToken < 0 || numExpertsPerToken > 4096) {
-            throw new UserError(where + ": num_local_experts", "expert counts must be from 0 to 4096, got "
-                    + numLocalExperts + " and " + numExpertsPerToken, "fix or restore the model's config.json");
+        if (experts != null) {
+            bounded(where, "num_local_experts", experts.count(), 4096);
+            bounded(where, "num_experts_per_tok", experts.perToken(), experts.count());
+            bounded(where, "moe_intermediate_size", experts.intermediateSize(), 1 << 20);
+            if (experts.sharedIntermediateSize() < 0 || experts.sparseLayers().size() != numHiddenLayers) {
+                throw new UserError(where + ": shared_expert_intermediate_size", "the expert layout does not fit "
+                        + numHiddenLayers + " layers", "fix or restore the model's config.json");
+            }
+        }
+        if (slidingWindow != null) {
+            bounded(where, "sliding_window", slidingWindow.size(), 1 << 24);
+            if (slidingWindow.layers().size() != numHiddenLayers) {
+                throw new UserError(where + ": layer_types", "layer_types has " + slidingWindow.layers().size()
+                        + " entries for " + numHiddenLayers + " layers", "fix or restore the model's config.json");
+            }
         }
         if (numAttentionHeads % numKeyValueHeads != 0) {
             throw new UserError(where + ": num_key_value_heads",
@@ -94,6 +151,37 @@ public record ModelConfig(
     /** Query heads served by each key/value head. */
     public int queryGroups() {
         return numAttentionHeads / numKeyValueHeads;
+    }
+
+    /** The {@code model_type} this config was read as. */
+    public String modelType() {
+        return family.modelType();
+    }
+
+    /** Experts per MoE layer; 0 for a dense model. */
+    public int numLocalExperts() {
+        return experts == null ? 0 : experts.count();
+    }
+
+    /** Experts each token is routed to; 0 for a dense model. */
+    public int numExpertsPerToken() {
+        return experts == null ? 0 : experts.perToken();
+    }
+
+    /** How q and k are normalised before RoPE, if at all. */
+    public Family.QkNorm qkNorm() {
+        return family.qkNorm();
+    }
+
+    /** Norm operations per decoder layer. */
+    public int normsPerLayer() {
+        return family.normsPerLayer();
+    }
+
+    /** How many keys a query at position {@code t} attends in layer {@code layer} (itself included). */
+    public long keysAttended(int layer, long t) {
+        long all = t + 1;
+        return slidingWindow != null && slidingWindow.slides(layer) ? Math.min(all, slidingWindow.size()) : all;
     }
 
     /** Reads and validates {@code dir/config.json}. */
@@ -144,43 +232,151 @@ public record ModelConfig(
 
     private static ModelConfig fromJsonUnchecked(JsonObject json, String where) {
         String type = string(json, "model_type", "llama");
+        Family family = Family.of(type).orElseThrow(() -> unknownFamily(type, json, where));
         int hidden = requiredInt(json, "hidden_size", where);
         int heads = requiredInt(json, "num_attention_heads", where);
+        int layers = requiredInt(json, "num_hidden_layers", where);
+        int intermediate = requiredInt(json, "intermediate_size", where);
         int kvHeads = optionalInt(json, "num_key_value_heads", heads);
-        int headDim = optionalInt(json, "head_dim", heads > 0 ? hidden / heads : 0);
+        int headDim = optionalInt(json, "head_dim", family.defaultHeadDim(hidden, heads));
+        JsonObject rope = ropeParameters(json);
         RopeScaling scaling = null;
         JsonElement rs = json.get("rope_scaling");
-        if (rs != null && rs.isJsonObject()) {
-            JsonObject o = rs.getAsJsonObject();
-            String kind = string(o, "rope_type", string(o, "type", "default"));
-            scaling = new RopeScaling(kind, dbl(o, "factor", 1.0), dbl(o, "low_freq_factor", 1.0),
-                    dbl(o, "high_freq_factor", 4.0), optionalInt(o, "original_max_position_embeddings", 8192));
+        JsonObject scalingJson = rs != null && rs.isJsonObject() ? rs.getAsJsonObject() : rope;
+        if (scalingJson != null) {
+            String kind = string(scalingJson, "rope_type", string(scalingJson, "type", "default"));
+            if (!kind.equals("default")) {
+                scaling = new RopeScaling(kind, dbl(scalingJson, "factor", 1.0), dbl(scalingJson, "low_freq_factor", 1.0),
+                        dbl(scalingJson, "high_freq_factor", 4.0), optionalInt(scalingJson, "original_max_position_embeddings", 8192));
+            }
         }
-        boolean gemma = type.startsWith("gemma2") || type.startsWith("gemma3");
-        boolean qwen2 = type.equals("qwen2") || type.equals("qwen2_moe");
+        double theta = dbl(json, "rope_theta", rope != null ? dbl(rope, "rope_theta", 10000.0) : 10000.0);
+        boolean attentionBias = bool(json, "attention_bias", false);
+        boolean qkvBias = switch (family.attentionBiases()) {
+            case NONE -> false;
+            case QKV_ALWAYS -> true;
+            case QKV_BY_CONFIG -> bool(json, "qkv_bias", true);
+            case ALL_BY_CONFIG -> attentionBias;
+        };
+        boolean outputBias = family.attentionBiases() == Family.Biases.ALL_BY_CONFIG && attentionBias;
         return new ModelConfig(
-                type,
+                family,
                 hidden,
-                requiredInt(json, "intermediate_size", where),
-                requiredInt(json, "num_hidden_layers", where),
+                intermediate,
+                layers,
                 heads,
                 kvHeads,
                 headDim,
                 requiredInt(json, "vocab_size", where),
                 optionalInt(json, "max_position_embeddings", 2048),
                 dbl(json, "rms_norm_eps", 1e-6),
-                dbl(json, "rope_theta", 10000.0),
+                theta,
                 scaling,
-                bool(json, "attention_bias", qwen2),
-                bool(json, "mlp_bias", false),
-                type.startsWith("qwen3"),
-                gemma ? 4 : 2,
-                bool(json, "tie_word_embeddings", gemma),
-                optionalInt(json, "num_local_experts", 0),
-                optionalInt(json, "num_experts_per_tok", 0),
-                string(json, "torch_dtype", "float32"),
+                qkvBias,
+                outputBias,
+                family.mlpBiasByConfig() && bool(json, "mlp_bias", false),
+                bool(json, "tie_word_embeddings", family.tiedByDefault()),
+                experts(family, json, layers, intermediate, where),
+                slidingWindow(family, json, layers),
+                string(json, "torch_dtype", string(json, "dtype", "float32")),
                 nullableInt(json, "bos_token_id"),
                 nullableInt(json, "eos_token_id"));
+    }
+
+    private static UserError unknownFamily(String type, JsonObject json, String where) {
+        String hint = "finetune plans and trains these model_types: " + Family.supportedList();
+        if (type.equals("gemma3") || json.has("text_config")) {
+            hint = "this is a vision-language checkpoint; its text-only siblings (model_type gemma3_text: gemma-3-270m, "
+                    + "gemma-3-1b) are supported. " + hint;
+        }
+        return new UserError(where + ": model_type", "model_type '" + type + "' is an architecture finetune does not know",
+                hint);
+    }
+
+    /**
+     * transformers 5 writes {@code rope_parameters} where older configs had {@code rope_theta} and {@code rope_scaling};
+     * families with per-layer-type RoPE (Gemma 3, OLMo 3) nest one per layer type, of which the full-attention one
+     * is what a single theta stands for.
+     */
+    private static JsonObject ropeParameters(JsonObject json) {
+        JsonElement e = json.get("rope_parameters");
+        if (e == null || !e.isJsonObject()) {
+            return null;
+        }
+        JsonObject rope = e.getAsJsonObject();
+        JsonElement full = rope.get("full_attention");
+        return full != null && full.isJsonObject() ? full.getAsJsonObject() : rope;
+    }
+
+    /** The experts as the family's config class reads them; {@code null} for a dense family or a config with none. */
+    private static Experts experts(Family family, JsonObject json, int layers, int intermediate, String where) {
+        if (family.mlp() == Family.Mlp.GATED) {
+            return null;
+        }
+        int count = optionalInt(json, "num_local_experts", optionalInt(json, "num_experts", 0));
+        if (count == 0) {
+            throw new UserError(where + ": num_experts", family.modelType() + " is a mixture-of-experts family but the "
+                    + "config names no experts", "fix or restore the model's config.json");
+        }
+        int perToken = optionalInt(json, "num_experts_per_tok", 2);
+        boolean mixtral = family.mlp() == Family.Mlp.EXPERTS;
+        int expertWidth = mixtral ? intermediate : optionalInt(json, "moe_intermediate_size", intermediate);
+        int shared = family.mlp() == Family.Mlp.EXPERTS_AND_SHARED
+                ? optionalInt(json, "shared_expert_intermediate_size", intermediate) : 0;
+        List<Boolean> sparse = new ArrayList<>();
+        int step = mixtral ? 1 : optionalInt(json, "decoder_sparse_step", 1);
+        Set<Integer> denseOnly = mixtral ? Set.of() : intSet(json, "mlp_only_layers");
+        for (int i = 0; i < layers; i++) {
+            sparse.add(!denseOnly.contains(i) && step > 0 && (i + 1) % step == 0);
+        }
+        return new Experts(count, perToken, expertWidth, shared, sparse, dbl(json, "router_aux_loss_coef", 0.001),
+                bool(json, "output_router_logits", false));
+    }
+
+    /** Which layers slide, by the family's rule; {@code null} when none does. */
+    private static SlidingWindow slidingWindow(Family family, JsonObject json, int layers) {
+        Integer window = json.has("sliding_window") ? nullableInt(json, "sliding_window") : family.defaultSlidingWindow();
+        boolean used = bool(json, "use_sliding_window", false);
+        List<String> types = strings(json, "layer_types");
+        int maxWindowLayers = optionalInt(json, "max_window_layers", 28);
+        List<Boolean> slides = new ArrayList<>();
+        for (int i = 0; i < layers; i++) {
+            boolean typed = types != null && i < types.size();
+            boolean sliding = switch (family.windows()) {
+                case NONE -> false;
+                case ALL_WHEN_SET -> window != null;
+                case ALL_WHEN_USED -> used && window != null;
+                // Qwen's config classes drop the window unless use_sliding_window, whatever layer_types says
+                case FROM_MAX_WINDOW_LAYERS -> used && (typed ? types.get(i).equals("sliding_attention") : i >= maxWindowLayers);
+                case ODD_BELOW_MAX_WINDOW_LAYERS -> used
+                        && (typed ? types.get(i).equals("sliding_attention") : (i + 1) % 2 == 1 && i < maxWindowLayers);
+                case PATTERN -> typed ? types.get(i).equals("sliding_attention") : (i + 1) % family.fullAttentionEvery() != 0;
+            };
+            slides.add(sliding);
+        }
+        if (window == null || window <= 0 || !slides.contains(true)) {
+            return null;
+        }
+        return new SlidingWindow(window, slides);
+    }
+
+    private static Set<Integer> intSet(JsonObject json, String key) {
+        JsonElement e = json.get(key);
+        Set<Integer> out = new HashSet<>();
+        if (e != null && e.isJsonArray()) {
+            e.getAsJsonArray().forEach(v -> out.add(v.getAsInt()));
+        }
+        return out;
+    }
+
+    private static List<String> strings(JsonObject json, String key) {
+        JsonElement e = json.get(key);
+        if (e == null || !e.isJsonArray()) {
+            return null;
+        }
+        List<String> out = new ArrayList<>();
+        e.getAsJsonArray().forEach(v -> out.add(v.getAsString()));
+        return out;
     }
 
     private static void bounded(String where, String key, int value, int max) {

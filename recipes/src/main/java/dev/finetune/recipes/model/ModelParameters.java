@@ -3,32 +3,41 @@ package dev.finetune.recipes.model;
 import dev.finetune.recipes.AdapterSpec;
 import dev.finetune.recipes.LoraTargets;
 import java.util.ArrayList;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
 
 /**
- * Every weight tensor of a decoder-only model, counted from its {@link ModelConfig}.
+ * Every weight tensor of a decoder-only model, counted from its {@link ModelConfig} as transformers builds it
+ * ({@code num_parameters()}: a tied head once).
  *
  * <p>The memory model needs more than a total: NF4 quantizes only the decoder's linear layers, 8-bit optimizers keep
- * small tensors in 32 bits, LoRA adapts named projections, FSDP gathers one decoder layer at a time. So the count is
- * kept per tensor, with the Hugging Face name, and every other number is a sum over this list.
+ * small tensors in 32 bits, LoRA adapts named projections, FSDP gathers one decoder layer at a time, and a mixture of
+ * experts stores every expert but runs only a few per token. So the count is kept per tensor, with the name
+ * transformers gives the module (or, for stacked experts, the parameter), and every other number is a sum over this
+ * list. Layers that differ (Qwen-MoE's dense {@code mlp_only_layers}) form separate groups.
  *
- * @param layer the tensors of one decoder layer (all layers are alike)
- * @param layers number of decoder layers
+ * @param groups the decoder layers, as groups of identical layers in no particular order
  * @param embedding {@code model.embed_tokens}
- * @param finalNorm {@code model.norm}
+ * @param finalNorm {@code model.norm}; {@code null} when it has no weight (OLMo)
  * @param head {@code lm_head}; {@code null} when tied to the embedding
  */
-public record ModelParameters(List<Tensor> layer, int layers, Tensor embedding, Tensor finalNorm, Tensor head) {
+public record ModelParameters(List<LayerGroup> groups, Tensor embedding, Tensor finalNorm, Tensor head) {
 
     /** What a tensor is, which decides how it is stored and trained. */
     public enum Kind {
         /** A projection of a decoder layer ({@code nn.Linear}): quantized by QLoRA, adaptable by LoRA. */
         LINEAR,
-        /** A MoE router ({@code nn.Linear} too, but tiny). */
+        /**
+         * Stacked expert weights, one {@code nn.Parameter} {@code [experts, out, in]}: LoRA reaches them through PEFT's
+         * {@code target_parameters}, one rank-r pair per expert.
+         */
+        EXPERTS,
+        /** A MoE router (and Qwen2-MoE's shared-expert gate): tiny, and frozen under LoRA unless named. */
         ROUTER,
-        /** RMSNorm scale vectors, including Qwen3's per-head q/k norms. */
+        /** RMSNorm scale vectors, including the q/k norms. */
         NORM,
-        /** q/k/v biases (Qwen2). */
+        /** Projection biases. */
         BIAS,
         /** Token embedding: a lookup table, never quantized. */
         EMBEDDING,
@@ -37,18 +46,25 @@ public record ModelParameters(List<Tensor> layer, int layers, Tensor embedding, 
     }
 
     /**
-     * One weight, {@code copies} times (MoE experts share a name pattern).
+     * One weight, {@code copies} times (stacked experts).
      *
-     * @param name Hugging Face name relative to a decoder layer ({@code self_attn.q_proj}) or the model
+     * @param name transformers' name relative to a decoder layer ({@code self_attn.q_proj}) or the model; a module's
+     *     name for a weight ({@code .weight} left off), the parameter's own name for {@link Kind#EXPERTS}
      * @param in input features (columns) of a linear; the length of a vector
      * @param out output features (rows) of a linear; 1 for a vector
+     * @param module whether {@code name} is an {@code nn.Linear} PEFT's {@code target_modules} can wrap; otherwise LoRA
+     *     reaches the weight as a parameter ({@link #peftParameter})
      */
-    public record Tensor(String name, Kind kind, long in, long out, int copies) {
+    public record Tensor(String name, Kind kind, long in, long out, int copies, boolean module) {
+        public Tensor(String name, Kind kind, long in, long out, int copies) {
+            this(name, kind, in, out, copies, kind != Kind.EXPERTS);
+        }
+
         public long numel() {
             return in * out * copies;
         }
 
-        /** The module's own name ({@code q_proj}, {@code w1}), which LoRA target lists use. */
+        /** The module's own name ({@code q_proj}, {@code gate_up_proj}), which LoRA target lists use. */
         public String shortName() {
             return name.substring(name.lastIndexOf('.') + 1);
         }
@@ -57,16 +73,89 @@ public record ModelParameters(List<Tensor> layer, int layers, Tensor embedding, 
         public long numelPerCopy() {
             return in * out;
         }
+
+        /** The parameter's own name under its module ({@code q_proj.weight}, {@code q_proj.bias}, {@code gate_up_proj}). */
+        public String parameterName() {
+            return kind == Kind.EXPERTS || kind == Kind.BIAS ? name : name + ".weight";
+        }
+
+        /** The parameter's shape as torch holds it: {@code [out, in]}, {@code [experts, out, in]}, {@code [length]}. */
+        public List<Long> shape() {
+            return switch (kind) {
+                case NORM, BIAS -> List.of(in);
+                case EXPERTS -> List.of((long) copies, out, in);
+                default -> List.of(out, in);
+            };
+        }
+
+        /** Whether a linear map LoRA can adapt (a projection, experts, a router, the head). */
+        public boolean adaptable() {
+            return kind == Kind.LINEAR || kind == Kind.EXPERTS || kind == Kind.ROUTER || kind == Kind.HEAD;
+        }
+
+        /** The name PEFT's {@code target_parameters} takes for this weight, or {@code null} when it is a module. */
+        public String peftParameter() {
+            return module ? null : kind == Kind.EXPERTS ? name : name + ".weight";
+        }
     }
 
-    /** The tensor list of a config. Fused projections (Phi-3) are kept fused because that is how they are named. */
+    /**
+     * Decoder layers holding the same tensors.
+     *
+     * @param indices the layers' indices, ascending
+     * @param routedShare the fraction of each {@link Kind#EXPERTS} tensor a token runs through (top-k / experts)
+     */
+    public record LayerGroup(List<Tensor> tensors, List<Integer> indices, double routedShare) {
+        public LayerGroup {
+            tensors = List.copyOf(tensors);
+            indices = List.copyOf(indices);
+        }
+
+        public int count() {
+            return indices.size();
+        }
+
+        /** The first layer of the group, whose module names stand for the group's in target matching. */
+        public int first() {
+            return indices.get(0);
+        }
+
+        public long perLayer() {
+            return tensors.stream().mapToLong(Tensor::numel).sum();
+        }
+
+        /** Parameters one token runs through in one such layer: every expert's share counted once, at top-k. */
+        public double activePerLayer() {
+            return tensors.stream().mapToDouble(t -> t.kind() == Kind.EXPERTS ? t.numel() * routedShare : t.numel()).sum();
+        }
+    }
+
+    /** The tensor list of a config, layer group by layer group. */
     public static ModelParameters of(ModelConfig c) {
+        Map<Boolean, List<Integer>> bySparsity = new LinkedHashMap<>();
+        for (int i = 0; i < c.numHiddenLayers(); i++) {
+            bySparsity.computeIfAbsent(c.experts() != null && c.experts().sparse(i), k -> new ArrayList<>()).add(i);
+        }
+        List<LayerGroup> groups = new ArrayList<>();
+        for (Map.Entry<Boolean, List<Integer>> e : bySparsity.entrySet()) {
+            double share = c.experts() == null ? 1 : (double) c.experts().perToken() / c.experts().count();
+            groups.add(new LayerGroup(layer(c, e.getKey()), e.getValue(), share));
+        }
+        long h = c.hiddenSize();
+        Tensor embedding = new Tensor("model.embed_tokens", Kind.EMBEDDING, h, c.vocabSize(), 1);
+        Tensor head = c.tieWordEmbeddings() ? null : new Tensor("lm_head", Kind.HEAD, h, c.vocabSize(), 1);
+        Tensor finalNorm = c.family().finalNormWeight() ? new Tensor("model.norm", Kind.NORM, h, 1, 1) : null;
+        return new ModelParameters(List.copyOf(groups), embedding, finalNorm, head);
+    }
+
+    /** One decoder layer's tensors, in the order transformers registers them. */
+    private static List<Tensor> layer(ModelConfig c, boolean sparse) {
+        Family f = c.family();
         long h = c.hiddenSize();
         long q = (long) c.numAttentionHeads() * c.headDim();
         long kv = (long) c.numKeyValueHeads() * c.headDim();
-        long inter = c.intermediateSize();
         List<Tensor> layer = new ArrayList<>();
-        if (c.modelType().startsWith("phi3")) {
+        if (f.fusedQkv()) {
             layer.add(linear("self_attn.qkv_proj", h, q + 2 * kv));
         } else {
             layer.add(linear("self_attn.q_proj", h, q));
@@ -75,62 +164,155 @@ public record ModelParameters(List<Tensor> layer, int layers, Tensor embedding, 
         }
         layer.add(linear("self_attn.o_proj", q, h));
         if (c.attentionBias()) {
-            layer.add(new Tensor("self_attn.q_proj.bias", Kind.BIAS, q, 1, 1));
-            layer.add(new Tensor("self_attn.k_proj.bias", Kind.BIAS, kv, 1, 1));
-            layer.add(new Tensor("self_attn.v_proj.bias", Kind.BIAS, kv, 1, 1));
+            layer.add(bias("self_attn.q_proj.bias", q));
+            layer.add(bias("self_attn.k_proj.bias", kv));
+            layer.add(bias("self_attn.v_proj.bias", kv));
         }
-        if (c.qkNorm()) {
-            layer.add(new Tensor("self_attn.q_norm", Kind.NORM, c.headDim(), 1, 1));
-            layer.add(new Tensor("self_attn.k_norm", Kind.NORM, c.headDim(), 1, 1));
+        if (c.outputBias()) {
+            layer.add(bias("self_attn.o_proj.bias", h));
         }
-        if (c.numLocalExperts() > 0) {
-            int e = c.numLocalExperts();
-            layer.add(new Tensor("block_sparse_moe.gate", Kind.ROUTER, h, e, 1));
-            layer.add(new Tensor("block_sparse_moe.experts.*.w1", Kind.LINEAR, h, inter, e));
-            layer.add(new Tensor("block_sparse_moe.experts.*.w2", Kind.LINEAR, inter, h, e));
-            layer.add(new Tensor("block_sparse_moe.experts.*.w3", Kind.LINEAR, h, inter, e));
-        } else if (c.modelType().startsWith("phi3")) {
-            layer.add(linear("mlp.gate_up_proj", h, 2 * inter));
-            layer.add(linear("mlp.down_proj", inter, h));
+        switch (c.qkNorm()) {
+            case PER_HEAD -> {
+                layer.add(norm("self_attn.q_norm", c.headDim()));
+                layer.add(norm("self_attn.k_norm", c.headDim()));
+            }
+            case FULL_WIDTH -> {
+                layer.add(norm("self_attn.q_norm", q));
+                layer.add(norm("self_attn.k_norm", kv));
+            }
+            case NONE -> { }
+        }
+        if (sparse) {
+            ModelConfig.Experts e = c.experts();
+            long width = e.intermediateSize();
+            layer.add(new Tensor("mlp.gate", Kind.ROUTER, h, e.count(), 1, false));
+            layer.add(new Tensor("mlp.experts.gate_up_proj", Kind.EXPERTS, h, 2 * width, e.count()));
+            layer.add(new Tensor("mlp.experts.down_proj", Kind.EXPERTS, width, h, e.count()));
+            if (e.sharedIntermediateSize() > 0) {
+                long shared = e.sharedIntermediateSize();
+                layer.add(linear("mlp.shared_expert.gate_proj", h, shared));
+                layer.add(linear("mlp.shared_expert.up_proj", h, shared));
+                layer.add(linear("mlp.shared_expert.down_proj", shared, h));
+                // a sigmoid gate on the shared expert's output: an nn.Linear, but a router in what it does
+                layer.add(new Tensor("mlp.shared_expert_gate", Kind.ROUTER, h, 1, 1, true));
+            }
         } else {
-            layer.add(linear("mlp.gate_proj", h, inter));
-            layer.add(linear("mlp.up_proj", h, inter));
+            long inter = c.intermediateSize();
+            if (f.fusedGateUp()) {
+                layer.add(linear("mlp.gate_up_proj", h, 2 * inter));
+            } else {
+                layer.add(linear("mlp.gate_proj", h, inter));
+                layer.add(linear("mlp.up_proj", h, inter));
+            }
             layer.add(linear("mlp.down_proj", inter, h));
+            if (c.mlpBias()) {
+                layer.add(bias("mlp.gate_proj.bias", inter));
+                layer.add(bias("mlp.up_proj.bias", inter));
+                layer.add(bias("mlp.down_proj.bias", h));
+            }
         }
-        if (c.mlpBias()) {
-            layer.add(new Tensor("mlp.bias", Kind.BIAS, 2 * inter + h, 1, 1));
+        for (String norm : f.layerNorms()) {
+            layer.add(norm(norm, h));
         }
-        for (int i = 0; i < c.normsPerLayer(); i++) {
-            layer.add(new Tensor(NORM_NAMES[Math.min(i, NORM_NAMES.length - 1)], Kind.NORM, h, 1, 1));
-        }
-        Tensor embedding = new Tensor("model.embed_tokens", Kind.EMBEDDING, h, c.vocabSize(), 1);
-        Tensor head = c.tieWordEmbeddings() ? null : new Tensor("lm_head", Kind.HEAD, h, c.vocabSize(), 1);
-        return new ModelParameters(List.copyOf(layer), c.numHiddenLayers(), embedding,
-                new Tensor("model.norm", Kind.NORM, h, 1, 1), head);
+        return layer;
     }
-
-    private static final String[] NORM_NAMES = {
-        "input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm", "post_feedforward_layernorm"};
 
     private static Tensor linear(String name, long in, long out) {
         return new Tensor(name, Kind.LINEAR, in, out, 1);
     }
 
+    private static Tensor bias(String name, long length) {
+        return new Tensor(name, Kind.BIAS, length, 1, 1);
+    }
+
+    private static Tensor norm(String name, long length) {
+        return new Tensor(name, Kind.NORM, length, 1, 1);
+    }
+
+    /**
+     * Every parameter as transformers names it in the module tree ({@code model.named_parameters()}), with its shape,
+     * in layer order. The checkpoint on disk holds the same names except where transformers converts on load
+     * (Mixtral's and Qwen-MoE's per-expert tensors are stacked into {@code mlp.experts.*}).
+     */
+    public Map<String, List<Long>> namedShapes() {
+        Map<String, List<Long>> shapes = new LinkedHashMap<>();
+        shapes.put(embedding.parameterName(), embedding.shape());
+        for (int i = 0; i < layers(); i++) {
+            for (Tensor t : groupOf(i).tensors()) {
+                shapes.put("model.layers." + i + "." + t.parameterName(), t.shape());
+            }
+        }
+        if (finalNorm != null) {
+            shapes.put(finalNorm.parameterName(), finalNorm.shape());
+        }
+        if (head != null) {
+            shapes.put(head.parameterName(), head.shape());
+        }
+        return shapes;
+    }
+
+    /** The group holding decoder layer {@code index}. */
+    public LayerGroup groupOf(int index) {
+        return groups.stream().filter(g -> g.indices().contains(index)).findFirst()
+                .orElseThrow(() -> new IndexOutOfBoundsException("no decoder layer " + index));
+    }
+
+    /** Decoder layers in all. */
+    public int layers() {
+        return groups.stream().mapToInt(LayerGroup::count).sum();
+    }
+
+    /** The largest decoder layer's tensors: what FSDP gathers at most at once. */
+    public List<Tensor> layer() {
+        return largestGroup().tensors();
+    }
+
+    /** Parameters of the largest decoder layer. */
     public long perLayer() {
-        return layer.stream().mapToLong(Tensor::numel).sum();
+        return largestGroup().perLayer();
+    }
+
+    private LayerGroup largestGroup() {
+        LayerGroup largest = groups.get(0);
+        for (LayerGroup g : groups) {
+            if (g.perLayer() > largest.perLayer()) {
+                largest = g;
+            }
+        }
+        return largest;
     }
 
     public long headParams() {
         return head == null ? 0 : head.numel();
     }
 
+    /** Parameters in all decoder layers. */
+    public long decoder() {
+        return groups.stream().mapToLong(g -> g.count() * g.perLayer()).sum();
+    }
+
     public long total() {
-        return embedding.numel() + layers * perLayer() + finalNorm.numel() + headParams();
+        return embedding.numel() + decoder() + (finalNorm == null ? 0 : finalNorm.numel()) + headParams();
+    }
+
+    /**
+     * Parameters one token runs through: all of a dense model; a mixture of experts' routed share of its experts
+     * (what FLOPs count, while memory holds {@link #total}).
+     */
+    public long active() {
+        double decoder = groups.stream().mapToDouble(g -> g.count() * g.activePerLayer()).sum();
+        return Math.round(embedding.numel() + decoder + (finalNorm == null ? 0 : finalNorm.numel()) + headParams());
+    }
+
+    /** Whether some layer holds experts. */
+    public boolean mixtureOfExperts() {
+        return groups.stream().anyMatch(g -> g.tensors().stream().anyMatch(t -> t.kind() == Kind.EXPERTS));
     }
 
     /** Parameters in decoder-layer linears over all layers: what NF4 quantizes. */
     public long quantizable() {
-        return layers * layer.stream().filter(t -> t.kind() == Kind.LINEAR).mapToLong(Tensor::numel).sum();
+        return groups.stream().mapToLong(g -> g.count() * g.tensors().stream()
+                .filter(t -> t.kind() == Kind.LINEAR).mapToLong(Tensor::numel).sum()).sum();
     }
 
     /**
@@ -138,59 +320,80 @@ public record ModelParameters(List<Tensor> layer, int layers, Tensor embedding, 
      * optimizer state in 32 bits ({@code min_8bit_size}).
      */
     public long inSmallTensors(long threshold) {
-        long perLayer = layer.stream().filter(t -> t.numelPerCopy() < threshold).mapToLong(Tensor::numel).sum();
-        long rest = 0;
+        long small = 0;
+        for (LayerGroup g : groups) {
+            small += g.count() * g.tensors().stream().filter(t -> t.numelPerCopy() < threshold).mapToLong(Tensor::numel).sum();
+        }
         for (Tensor t : new Tensor[] {embedding, finalNorm, head}) {
             if (t != null && t.numelPerCopy() < threshold) {
-                rest += t.numel();
+                small += t.numel();
             }
         }
-        return layers * perLayer + rest;
+        return small;
     }
 
     /** The largest single tensor: what a one-tensor-at-a-time save or device-to-host copy stages. */
     public long largestTensor() {
         long max = Math.max(embedding.numel(), headParams());
-        for (Tensor t : layer) {
-            max = Math.max(max, t.numelPerCopy());
+        for (LayerGroup g : groups) {
+            for (Tensor t : g.tensors()) {
+                max = Math.max(max, t.numel());
+            }
         }
         return max;
     }
 
-    /** The linears LoRA adapts, once per layer (plus {@code lm_head} when named). Empty for a full fine-tune. */
-    public List<Tensor> loraTargets(AdapterSpec adapter) {
+    /**
+     * The tensors LoRA adapts, each with the number of layers it is adapted in ({@code lm_head}: 1), in layer order.
+     * {@code lora_target_linear} means PEFT's {@code all-linear} (every decoder-layer {@code nn.Linear}) plus the
+     * stacked experts, which transformers 5 no longer keeps as linears; routers stay frozen unless
+     * {@code lora_target_modules} names them, since adapting the routing is a choice, not a default. Named targets
+     * follow {@link LoraTargets}' rule on the full names, layer by layer.
+     */
+    public Map<Tensor, Long> loraTargetLayers(AdapterSpec adapter) {
+        Map<Tensor, Long> chosen = new LinkedHashMap<>();
         if (!(adapter instanceof AdapterSpec.Lora lora)) {
-            return List.of();
+            return chosen;
         }
         LoraTargets targets = LoraTargets.of(lora.targetModules());
-        List<Tensor> chosen = new ArrayList<>();
-        for (Tensor t : layer) {
-            boolean linear = t.kind() == Kind.LINEAR || t.kind() == Kind.ROUTER;
-            if (linear && (lora.targetAllLinear() || targets.matches(moduleName(t, 0)))) {
-                chosen.add(t);
+        for (LayerGroup g : groups) {
+            for (Tensor t : g.tensors()) {
+                boolean byDefault = lora.targetAllLinear() && (t.kind() == Kind.LINEAR || t.kind() == Kind.EXPERTS);
+                long layers = !t.adaptable() ? 0 : byDefault ? g.count()
+                        : g.indices().stream().filter(i -> targets.matches(moduleName(t, i))).count();
+                if (layers > 0) {
+                    chosen.merge(t, layers, Long::sum);
+                }
             }
         }
         if (head != null && targets.matches(head.name())) {
-            chosen.add(head);
+            chosen.put(head, 1L);
         }
         return chosen;
     }
 
-    /** The Hugging Face module name of a layer tensor in decoder layer {@code index} (expert 0 for MoE copies). */
+    /** The distinct tensors LoRA adapts somewhere ({@link #loraTargetLayers}' keys). */
+    public List<Tensor> loraTargets(AdapterSpec adapter) {
+        return List.copyOf(loraTargetLayers(adapter).keySet());
+    }
+
+    /** The Hugging Face module name of a layer tensor in decoder layer {@code index}. */
     static String moduleName(Tensor t, int index) {
-        return "model.layers." + index + "." + t.name().replace("*", "0");
+        return "model.layers." + index + "." + t.name();
     }
 
     /**
-     * Every linear layer a LoRA target can name, as Hugging Face names it: the decoder layers' projections in every
-     * layer and the output head (a module even when its weight is tied).
+     * Every linear map a LoRA target can name, as transformers names it: the decoder layers' projections, experts and
+     * routers in every layer, and the output head (a module even when its weight is tied).
      */
     public List<String> linearModules() {
         List<String> names = new ArrayList<>();
-        for (int i = 0; i < layers; i++) {
-            for (Tensor t : layer) {
-                if (t.kind() == Kind.LINEAR || t.kind() == Kind.ROUTER) {
-                    names.add(moduleName(t, i));
+        for (LayerGroup g : groups) {
+            for (int i : g.indices()) {
+                for (Tensor t : g.tensors()) {
+                    if (t.adaptable()) {
+                        names.add(moduleName(t, i));
+                    }
                 }
             }
         }
@@ -199,17 +402,18 @@ public record ModelParameters(List<Tensor> layer, int layers, Tensor embedding, 
     }
 
     /**
-     * Trainable LoRA parameters: {@code r·(in + out)} per adapted linear (per expert copy), in every layer that has
-     * it. {@code lm_head} is counted once.
+     * Trainable LoRA parameters, as PEFT counts them: {@code r·(in + out)} per adapted linear, per expert for stacked
+     * experts (PEFT's {@code ParamWrapper} holds {@code r·experts} rows of A and columns of B), in every layer that has
+     * it; {@code lm_head} once.
      */
     public long loraTrainable(AdapterSpec adapter) {
         if (!(adapter instanceof AdapterSpec.Lora lora)) {
             return 0;
         }
         long total = 0;
-        for (Tensor t : loraTargets(adapter)) {
-            long perCopy = (long) lora.r() * (t.in() + t.out()) * t.copies();
-            total += t.kind() == Kind.HEAD ? perCopy : layers * perCopy;
+        for (Map.Entry<Tensor, Long> e : loraTargetLayers(adapter).entrySet()) {
+            Tensor t = e.getKey();
+            total += e.getValue() * lora.r() * (t.in() + t.out()) * t.copies();
         }
         return total;
     }

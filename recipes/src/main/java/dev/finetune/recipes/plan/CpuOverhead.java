@@ -59,8 +59,8 @@ public record CpuOverhead(long calls, double bytes, String how) {
         // recomputes them in backward, one elementwise op at a time on CPU: charged as if they went through memory.
         // (Quickstart: measured 11,600-12,900 tokens/s, planned 10,000-11,100 with this charge and 33,000 without.)
         double scores = (double) SCORE_PASSES * layers * sequences * c.numAttentionHeads() * length * length * act;
-        long kept = LayerActivations.bytesPerToken(c, s.kernels().layers(), act, s.adapter(), LayerActivations.castsPerAdapter(s.precision()));
-        double activations = (double) ACTIVATION_PASSES * layers * tokens * kept;
+        long kept = LayerActivations.allLayers(c, s.kernels().layers(), act, s.adapter(), LayerActivations.castsPerAdapter(s.precision()));
+        double activations = (double) ACTIVATION_PASSES * tokens * kept;
         double logits = (double) LOGIT_PASSES * tokens * c.vocabSize() * act;
         // A forward with no backward of its own (checkpointing's recompute, DPO/GRPO's reference) moves about half of
         // what a trained pass moves.
@@ -80,8 +80,8 @@ public record CpuOverhead(long calls, double bytes, String how) {
     static long forwardCalls(TrainingSetup s) {
         long layers = s.model().numHiddenLayers();
         long adapted = 0;
-        for (Tensor t : s.model().parameters().loraTargets(s.adapter())) {
-            adapted += (t.kind() == ModelParameters.Kind.HEAD ? 1 : layers) * t.copies();
+        for (java.util.Map.Entry<Tensor, Long> e : s.model().parameters().loraTargetLayers(s.adapter()).entrySet()) {
+            adapted += e.getValue() * e.getKey().copies();
         }
         return CALLS_PER_STEP + CALLS_PER_LAYER * layers + CALLS_PER_ADAPTER * adapted;
     }
@@ -90,15 +90,15 @@ public record CpuOverhead(long calls, double bytes, String how) {
     static long trainableTensors(ModelParameters p, AdapterSpec adapter) {
         long count = 0;
         if (adapter instanceof AdapterSpec.Lora) {
-            for (Tensor t : p.loraTargets(adapter)) {
-                count += 2L * t.copies() * (t.kind() == ModelParameters.Kind.HEAD ? 1 : p.layers());
+            for (java.util.Map.Entry<Tensor, Long> e : p.loraTargetLayers(adapter).entrySet()) {
+                count += 2L * e.getKey().copies() * e.getValue();
             }
             return count;
         }
-        for (Tensor t : p.layer()) {
-            count += (long) t.copies() * p.layers();
+        for (ModelParameters.LayerGroup g : p.groups()) {
+            count += (long) g.tensors().size() * g.count();
         }
-        return count + 2 + (p.head() != null ? 1 : 0);
+        return count + 1 + (p.finalNorm() != null ? 1 : 0) + (p.head() != null ? 1 : 0);
     }
 
     /** Seconds of one step at the device's measured call time and bandwidth. */

@@ -2,7 +2,9 @@ package dev.finetune.recipes.plan;
 
 import dev.finetune.recipes.AdapterSpec;
 import dev.finetune.recipes.model.ModelConfig;
+import dev.finetune.recipes.model.Family;
 import dev.finetune.recipes.model.ModelParameters;
+import dev.finetune.recipes.model.ModelParameters.LayerGroup;
 import dev.finetune.recipes.model.ModelParameters.Tensor;
 import java.util.EnumMap;
 import java.util.Map;
@@ -35,16 +37,38 @@ public final class LayerActivations {
      *       read the same tensor, or, when the adapters run in a wider dtype than the activations (PEFT's fp32
      *       adapters under autocast, {@code castPerAdapter}), a cast copy per adapted linear; with dropout a dropped
      *       copy plus a 1-byte mask per adapted linear instead.
-     *   <li>MoE: intermediate tensors per routed expert, the gathered expert inputs, fp32 router logits.
+     *   <li>MoE: intermediate tensors per routed expert (and the shared expert's), the gathered expert inputs, fp32
+     *       router logits.
+     *   <li>q/k norms (Qwen3, Gemma 3, OLMo 2): their inputs, as the layer norms keep theirs.
      * </ul>
      */
     public static long bytesPerToken(ModelConfig c, Kernels.Layers layers, int act, AdapterSpec adapter,
             boolean castPerAdapter) {
+        long most = 0;
+        for (LayerGroup g : c.parameters().groups()) {
+            most = Math.max(most, bytesPerToken(c, g, layers, act, adapter, castPerAdapter));
+        }
+        return most;
+    }
+
+    /** {@link #bytesPerToken} summed over every decoder layer (layers differ in Qwen-MoE's dense {@code mlp_only_layers}). */
+    public static long allLayers(ModelConfig c, Kernels.Layers layers, int act, AdapterSpec adapter, boolean castPerAdapter) {
+        long sum = 0;
+        for (LayerGroup g : c.parameters().groups()) {
+            sum += g.count() * bytesPerToken(c, g, layers, act, adapter, castPerAdapter);
+        }
+        return sum;
+    }
+
+    private static long bytesPerToken(ModelConfig c, LayerGroup group, Kernels.Layers layers, int act, AdapterSpec adapter,
+            boolean castPerAdapter) {
         long h = c.hiddenSize();
         long hq = (long) c.numAttentionHeads() * c.headDim();
         long hkv = (long) c.numKeyValueHeads() * c.headDim();
-        int routed = c.numLocalExperts() > 0 ? c.numExpertsPerToken() : 1;
-        long inter = (long) c.intermediateSize() * routed;
+        boolean sparse = group.tensors().stream().anyMatch(t -> t.kind() == ModelParameters.Kind.EXPERTS);
+        int routed = sparse ? c.experts().perToken() : 1;
+        long shared = sparse ? c.experts().sharedIntermediateSize() : 0;
+        long inter = sparse ? (long) c.experts().intermediateSize() * routed + shared : c.intermediateSize();
         long norms = c.normsPerLayer();
         long attention = act * (2 * hq + 2 * hkv);
         long bytes = switch (layers) {
@@ -52,17 +76,22 @@ public final class LayerActivations {
             case FUSED -> norms * act * h + attention + act * 2 * inter;
         };
         bytes += 4L * c.numAttentionHeads();
-        if (c.numLocalExperts() > 0) {
-            bytes += act * h * routed + 4L * c.numLocalExperts();
+        if (c.qkNorm() != Family.QkNorm.NONE) {
+            // the q/k norms keep their input like the layer norms (a per-head norm normalises the same elements)
+            bytes += (layers == Kernels.Layers.EAGER ? 4 : act) * (hq + hkv);
+        }
+        if (sparse) {
+            // each token's copy for every expert it is routed to, and the fp32 router logits
+            bytes += act * h * routed + 4L * c.experts().count();
         }
         if (!(adapter instanceof AdapterSpec.Lora lora)) {
             long linearInputs = act * (h + h + inter) + (layers == Kernels.Layers.EAGER ? act * hq : 0);
             long normOutputs = layers == Kernels.Layers.EAGER ? norms * act * h : 0;
             return bytes + linearInputs + normOutputs;
         }
-        Map<Input, Long> shared = new EnumMap<>(Input.class);
+        Map<Input, Long> sharedInputs = new EnumMap<>(Input.class);
         for (Tensor t : c.parameters().loraTargets(adapter)) {
-            if (t.kind() == ModelParameters.Kind.HEAD) {
+            if (t.kind() == ModelParameters.Kind.HEAD || !group.tensors().contains(t)) {
                 continue;
             }
             long copies = t.copies() > 1 ? routed : 1;
@@ -73,10 +102,10 @@ public final class LayerActivations {
                 bytes += copies * act * t.in();
             } else if (t.copies() == 1) {
                 // Expert inputs are the gathered copies the MoE term already counts.
-                shared.merge(Input.of(t), t.in(), Math::max);
+                sharedInputs.merge(Input.of(t), t.in(), Math::max);
             }
         }
-        for (Map.Entry<Input, Long> e : shared.entrySet()) {
+        for (Map.Entry<Input, Long> e : sharedInputs.entrySet()) {
             boolean keptByAttention = e.getKey() == Input.ATTENTION_OUTPUT && layers == Kernels.Layers.FUSED;
             bytes += keptByAttention ? 0 : act * e.getValue();
         }
@@ -92,7 +121,7 @@ public final class LayerActivations {
             if (t.name().startsWith("self_attn.")) {
                 return n.equals("o_proj") ? ATTENTION_OUTPUT : ATTENTION_INPUT;
             }
-            return n.equals("down_proj") || n.equals("w2") ? MLP_ACTIVATION : MLP_INPUT;
+            return n.equals("down_proj") ? MLP_ACTIVATION : MLP_INPUT;
         }
     }
 

@@ -197,7 +197,9 @@ public final class MemoryModel {
         private void activations() {
             long tokens = (long) s.sequencesPerMicroBatch() * s.trainedSequenceLength();
             int act = r.activation();
-            long perLayer = LayerActivations.bytesPerToken(c, s.kernels().layers(), act, s.adapter(), LayerActivations.castsPerAdapter(r));
+            boolean cast = LayerActivations.castsPerAdapter(r);
+            long perLayer = LayerActivations.bytesPerToken(c, s.kernels().layers(), act, s.adapter(), cast);
+            long allLayers = LayerActivations.allLayers(c, s.kernels().layers(), act, s.adapter(), cast);
             long layers = c.numHiddenLayers();
             long finalNorm = (long) (4 + act) * c.hiddenSize();
             long bytes;
@@ -208,8 +210,10 @@ public final class MemoryModel {
                 how = "checkpointed: " + layers + " layer inputs × " + kept + " B/token + one layer recomputed at "
                         + perLayer + " B/token (" + s.kernels().layers().label() + "), × " + tokens + " tokens";
             } else {
-                bytes = tokens * (layers * perLayer + finalNorm);
-                how = perLayer + " B/token/layer (" + s.kernels().layers().label() + ") × " + layers + " layers × " + tokens + " tokens";
+                bytes = tokens * (allLayers + finalNorm);
+                how = (allLayers == layers * perLayer ? perLayer + " B/token/layer (" + s.kernels().layers().label() + ") × " + layers + " layers"
+                        : allLayers + " B/token over " + layers + " layers (" + s.kernels().layers().label() + ", up to " + perLayer + " per layer)")
+                        + " × " + tokens + " tokens";
             }
             add("activations", how, bytes, EnumSet.of(Phase.FORWARD_BACKWARD));
             if (s.kernels().attention() == Kernels.Attention.SCORES) {
@@ -292,7 +296,7 @@ public final class MemoryModel {
                         p.largestTensor() * fileBytes, EnumSet.of(Phase.LOAD));
             }
             long largestTrainable = lora == null ? p.largestTensor()
-                    : p.loraTargets(s.adapter()).stream().mapToLong(t -> (long) lora.r() * Math.max(t.in(), t.out())).max().orElse(0);
+                    : p.loraTargets(s.adapter()).stream().mapToLong(t -> (long) lora.r() * t.copies() * Math.max(t.in(), t.out())).max().orElse(0);
             add("save_staging", "largest saved tensor in fp32: " + count(largestTrainable) + " × 4 B", largestTrainable * 4,
                     EnumSet.of(Phase.SAVE));
         }

@@ -20,6 +20,15 @@ public final class PlanText {
         out.append("           ").append(Bytes.count(p.total())).append(" params: embedding ").append(Bytes.count(p.embedding().numel()))
                 .append(", ").append(p.layers()).append(" layers × ").append(Bytes.count(p.perLayer()))
                 .append(p.head() == null ? ", head tied" : ", head " + Bytes.count(p.headParams())).append('\n');
+        if (p.mixtureOfExperts()) {
+            out.append("           ").append(s.model().numLocalExperts()).append(" experts, ").append(s.model().numExpertsPerToken())
+                    .append(" per token: ").append(Bytes.count(p.active()))
+                    .append(" params active per token (FLOPs), all ").append(Bytes.count(p.total())).append(" in memory\n");
+        }
+        if (s.model().slidingWindow() != null) {
+            out.append("           sliding-window attention over ").append(s.model().slidingWindow().size()).append(" keys in ")
+                    .append(s.model().slidingWindow().slidingLayers()).append(" of ").append(p.layers()).append(" layers\n");
+        }
         out.append("training   ").append(adapter(s, p)).append(", ").append(s.objectiveLabel()).append('\n');
         out.append("precision  ").append(s.precision().label()).append("; ").append(s.optimizer().label()).append('\n');
         out.append("batch      micro ").append(s.microBatch()).append(" × ").append(s.ranks()).append(s.ranks() == 1 ? " rank" : " ranks")

@@ -60,7 +60,7 @@ public final class RecipeSetup {
     static void requireTargets(AdapterSpec adapter, ModelConfig model) {
         if (adapter instanceof AdapterSpec.Lora && model.parameters().loraTargets(adapter).isEmpty()) {
             String linears = model.parameters().layer().stream()
-                    .filter(t -> t.kind() == ModelParameters.Kind.LINEAR)
+                    .filter(t -> t.kind() == ModelParameters.Kind.LINEAR || t.kind() == ModelParameters.Kind.EXPERTS)
                     .map(ModelParameters.Tensor::shortName).distinct().collect(Collectors.joining(", "));
             throw new UserError("lora_target_modules", "matches no linear layer of this " + model.modelType() + " model",
                     "its linears are " + linears + "; or set lora_target_linear: true");

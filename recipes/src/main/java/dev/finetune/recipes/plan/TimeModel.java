@@ -117,25 +117,27 @@ public final class TimeModel {
     public static Flops flops(TrainingSetup s) {
         ModelConfig c = s.model();
         ModelParameters p = c.parameters();
-        long layers = c.numHiddenLayers();
-        double routedShare = c.numLocalExperts() > 0 ? (double) c.numExpertsPerToken() / c.numLocalExperts() : 1;
-        double layerMatmul = 0;
-        for (Tensor t : p.layer()) {
-            if (t.kind() == ModelParameters.Kind.LINEAR || t.kind() == ModelParameters.Kind.ROUTER) {
-                layerMatmul += t.copies() > 1 ? t.numel() * routedShare : t.numel();
+        double decoder = 0;
+        double routedShare = 1;
+        for (ModelParameters.LayerGroup g : p.groups()) {
+            for (Tensor t : g.tensors()) {
+                if (t.adaptable()) {
+                    decoder += g.count() * (t.kind() == ModelParameters.Kind.EXPERTS ? t.numel() * g.routedShare() : t.numel());
+                }
             }
+            routedShare = Math.min(routedShare, g.routedShare());
         }
-        double decoder = layers * layerMatmul;
         double head = (double) c.hiddenSize() * c.vocabSize();
         long hq = (long) c.numAttentionHeads() * c.headDim();
         boolean everyScore = s.kernels().attention() != Kernels.Attention.FUSED;
-        double attention = (everyScore ? 4.0 : 2.0) * layers * hq * s.trainedSequenceLength();
+        double attention = attentionFlops(c, hq, s.trainedSequenceLength(), everyScore);
         double adapters = 0;
         if (s.adapter() instanceof AdapterSpec.Lora lora) {
-            for (Tensor t : p.loraTargets(s.adapter())) {
+            for (java.util.Map.Entry<Tensor, Long> e : p.loraTargetLayers(s.adapter()).entrySet()) {
+                Tensor t = e.getKey();
                 double perCopy = 2.0 * lora.r() * (t.in() + t.out());
-                double copies = t.copies() > 1 ? t.copies() * routedShare : 1;
-                adapters += (t.kind() == ModelParameters.Kind.HEAD ? 1 : layers) * perCopy * copies;
+                double copies = t.kind() == ModelParameters.Kind.EXPERTS ? t.copies() * routedShare : 1;
+                adapters += e.getValue() * perCopy * copies;
             }
         }
         double n = decoder + head;
@@ -150,7 +152,8 @@ public final class TimeModel {
             total = 6 * n + 3 * attention;
             terms.add("6 × " + count(n) + " matmul params");
         }
-        terms.add("3 × " + si(attention) + "FLOP attention (2·L·h_q·s" + (everyScore ? " × 2, every score computed" : "") + ")");
+        terms.add("3 × " + si(attention) + "FLOP attention (2·L·h_q·s" + (everyScore ? " × 2, every score computed"
+                : c.slidingWindow() != null ? ", sliding-window layers over " + c.slidingWindow().size() + " keys" : "") + ")");
         if (lora) {
             terms.add("3 × " + si(adapters) + "FLOP adapters");
         }
@@ -166,6 +169,30 @@ public final class TimeModel {
             terms.add(si(ref) + "FLOP reference forward");
         }
         return new Flops(total, forward - adapters, String.join(" + ", terms));
+    }
+
+    /**
+     * QKᵀ and AV of one token, summed over the layers: {@code 4·h_q} FLOPs per key attended. A fused kernel visits the
+     * keys a token attends, {@code s/2} on average with a causal mask and fewer within a sliding window (it
+     * skips the blocks outside, as FlashAttention's and SDPA's windowed kernels do); masked attention computes all
+     * {@code s}.
+     */
+    static double attentionFlops(ModelConfig c, long hq, long s, boolean everyScore) {
+        if (everyScore) {
+            return 4.0 * c.numHiddenLayers() * hq * s;
+        }
+        double full = s / 2.0;
+        double keys = 0;
+        for (int layer = 0; layer < c.numHiddenLayers(); layer++) {
+            if (c.slidingWindow() != null && c.slidingWindow().slides(layer) && c.slidingWindow().size() < s) {
+                long w = c.slidingWindow().size();
+                // positions below w attend t + 1 keys, the rest w
+                keys += ((double) w * (w + 1) / 2 + (double) (s - w) * w) / s;
+            } else {
+                keys += full;
+            }
+        }
+        return 4.0 * hq * keys;
     }
 
     /**

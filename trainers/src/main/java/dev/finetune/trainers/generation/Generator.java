@@ -83,7 +83,7 @@ public final class Generator {
                 try (NDScope scope = new NDScope()) {
                     NDArray lastLogits;
                     if (cached) {
-                        lastLogits = decodeStep(batch, slot, next, keyMask, cache);
+                        lastLogits = decodeStep(batch, slot, next, keyMask, slotNumbers, slotSegments, cache);
                     } else {
                         sequence = batch.extend(sequence, slot, next);
                         lastLogits = fullStep(batch, slot + 1, sequence, slotSegments);
@@ -141,12 +141,20 @@ public final class Generator {
         return lastLogits(hidden);
     }
 
-    /** One new token per row at {@code slot}: the precomputed key mask restricted to the filled slots is all it needs. */
-    private NDArray decodeStep(Batch batch, int slot, long[] next, NDArray keyMask, KvCache cache) {
+    /**
+     * One new token per row at {@code slot}: the precomputed key mask restricted to the filled slots is all it needs,
+     * unless a sliding window moves with the new token.
+     */
+    private NDArray decodeStep(Batch batch, int slot, long[] next, NDArray keyMask, NDArray slotNumbers,
+            NDArray slotSegments, KvCache cache) {
         NDManager step = keyMask.getManager();
         NDArray idArray = step.create(next, new Shape(batch.rows, 1));
         NDArray positions = step.create(batch.positions(slot, 1), new Shape(batch.rows, 1));
-        NDArray mask = keyMask.get(new NDIndex(":, :, :, 0:" + (slot + 1)));
+        NDArray filled = slotNumbers.get(new NDIndex("0:" + (slot + 1)));
+        // keyMask is a query after every slot: with a window it would hide the early slots, so the window's mask is made anew
+        NDArray mask = model.config().slidingWindow() == null ? keyMask.get(new NDIndex(":, :, :, 0:" + (slot + 1)))
+                : model.mask(slotNumbers.get(new NDIndex(slot + ":" + (slot + 1))), filled,
+                        step.zeros(new Shape(batch.rows, 1), DataType.INT64), slotSegments.get(new NDIndex(":, 0:" + (slot + 1))));
         return lastLogits(model.hiddenWithCache(idArray, positions, mask, cache));
     }
 

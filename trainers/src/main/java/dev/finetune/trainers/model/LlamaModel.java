@@ -12,6 +12,7 @@ import dev.finetune.adapters.Projection;
 import dev.finetune.adapters.Scalars;
 import dev.finetune.adapters.io.SafetensorsReader;
 import dev.finetune.recipes.UserError;
+import dev.finetune.recipes.model.Family;
 import dev.finetune.recipes.model.ModelConfig;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -19,11 +20,12 @@ import java.util.Collections;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.Set;
 import java.util.function.Function;
+import java.util.stream.Collectors;
 
 /**
- * A decoder-only Llama-family transformer (Llama 2/3.x, Mistral, Qwen2/2.5, Qwen3, SmolLM2, TinyLlama).
+ * A decoder-only Llama-family transformer (Llama 2/3.x, Mistral with its sliding window, Qwen2/2.5, Qwen3, SmolLM2,
+ * TinyLlama: the families {@link Family#inJvm()} names).
  *
  * <p>Every tensor carries its Hugging Face checkpoint name, so loading is a lookup and saving writes the same names
  * back. The pieces of {@link #forward} are public so a training loop can checkpoint activations layer by layer:
@@ -31,7 +33,6 @@ import java.util.function.Function;
  * All of it is safe to differentiate: constants come from {@link Scalars}, never from Java numbers.
  */
 public final class LlamaModel {
-    public static final Set<String> SUPPORTED_TYPES = Set.of("llama", "mistral", "qwen2", "qwen3");
 
     private final ModelConfig config;
     private final NDManager manager;
@@ -76,12 +77,12 @@ public final class LlamaModel {
         List<DecoderLayer> built = new ArrayList<>();
         for (int i = 0; i < config.numHiddenLayers(); i++) {
             String p = "model.layers." + i + ".";
-            boolean qkNorm = config.qkNorm();
+            boolean qkNorm = config.qkNorm() == Family.QkNorm.PER_HEAD;
             Projection[] attention = {
                 projection(options, weights, p + "self_attn.q_proj", config.attentionBias()),
                 projection(options, weights, p + "self_attn.k_proj", config.attentionBias()),
                 projection(options, weights, p + "self_attn.v_proj", config.attentionBias()),
-                projection(options, weights, p + "self_attn.o_proj", outputBias(config)),
+                projection(options, weights, p + "self_attn.o_proj", config.outputBias()),
             };
             Projection[] mlp = {
                 projection(options, weights, p + "mlp.gate_proj", config.mlpBias()),
@@ -102,11 +103,6 @@ public final class LlamaModel {
 
     private static Projection projection(LoadOptions options, Function<String, NDArray> weights, String name, boolean bias) {
         return options.projections().create(name, weights.apply(name + ".weight"), bias ? weights.apply(name + ".bias") : null);
-    }
-
-    /** Qwen2 puts biases on q, k, v only; Llama's {@code attention_bias} covers the output projection too. */
-    private static boolean outputBias(ModelConfig config) {
-        return config.attentionBias() && !config.modelType().equals("qwen2");
     }
 
     /** Reads {@code dir/config.json} and its safetensors weights into {@code manager}, which then owns them. */
@@ -146,17 +142,33 @@ public final class LlamaModel {
     }
 
     static void requireSupported(ModelConfig config, String where) {
-        if (!SUPPORTED_TYPES.contains(config.modelType())) {
-            throw new UserError(where + ": model_type", "model_type '" + config.modelType() + "' is not supported by the single-device trainer",
-                    "supported: " + String.join(", ", new java.util.TreeSet<>(SUPPORTED_TYPES)));
-        }
-        if (config.numLocalExperts() > 0 || config.normsPerLayer() != 2) {
-            throw new UserError(where, "mixture-of-experts and extra-norm layers are not supported", "use a dense Llama-family model");
+        String unsupported = unsupportedBecause(config);
+        if (unsupported != null) {
+            throw new UserError(where + ": model_type", unsupported, "the fsdp backend (the transformers worker) runs it, "
+                    + "at world size 1 too: backend: fsdp, or backend: auto on a machine without GPUs");
         }
         if (config.headDim() % 2 != 0) {
             throw new UserError(where + ": head_dim", "head_dim " + config.headDim() + " is odd; rotary embeddings need pairs",
                     "check config.json");
         }
+    }
+
+    /**
+     * Why this trainer cannot run {@code config}, or {@code null} when it can: the families it implements, and of
+     * sliding-window attention only the form where every layer slides (Mistral's), since one mask serves all layers.
+     */
+    public static String unsupportedBecause(ModelConfig config) {
+        if (!config.family().inJvm()) {
+            return "the single-device (in-JVM) trainer implements "
+                    + Family.jvmFamilies().stream().map(Family::modelType).collect(Collectors.joining(", "))
+                    + ", not " + config.modelType() + " (" + config.family().models() + ")";
+        }
+        ModelConfig.SlidingWindow window = config.slidingWindow();
+        if (window != null && window.slidingLayers() != config.numHiddenLayers()) {
+            return "the single-device (in-JVM) trainer runs sliding-window attention in every layer or none; this "
+                    + config.modelType() + " config slides in " + window.slidingLayers() + " of " + config.numHiddenLayers();
+        }
+        return null;
     }
 
     /** Every tensor a checkpoint of this architecture holds, by Hugging Face name, in the order HF saves them. */
@@ -172,8 +184,8 @@ public final class LlamaModel {
             linear(shapes, p + "self_attn.q_proj", qWidth, hidden, c.attentionBias());
             linear(shapes, p + "self_attn.k_proj", kvWidth, hidden, c.attentionBias());
             linear(shapes, p + "self_attn.v_proj", kvWidth, hidden, c.attentionBias());
-            linear(shapes, p + "self_attn.o_proj", hidden, qWidth, outputBias(c));
-            if (c.qkNorm()) {
+            linear(shapes, p + "self_attn.o_proj", hidden, qWidth, c.outputBias());
+            if (c.qkNorm() == Family.QkNorm.PER_HEAD) {
                 shapes.put(p + "self_attn.q_norm.weight", new Shape(c.headDim()));
                 shapes.put(p + "self_attn.k_norm.weight", new Shape(c.headDim()));
             }
@@ -333,11 +345,25 @@ public final class LlamaModel {
     }
 
     /**
+     * Whether the mask of a {@code length}-token row without packing is the plain causal one: no sliding window, or a
+     * window no shorter than the row.
+     */
+    public boolean windowCoversAll(long length) {
+        return config.slidingWindow() == null || length <= config.slidingWindow().size();
+    }
+
+    /**
      * The general form used with a KV cache: query slot numbers {@code [Tq]} against key slot numbers {@code [Tk]},
      * with the segment ids of the query tokens {@code [B, Tq]} and of the key slots {@code [B, Tk]} (both or neither).
      */
     public NDArray mask(NDArray querySlots, NDArray keySlots, NDArray querySegments, NDArray keySegments) {
         NDArray allowed = keySlots.expandDims(0).lte(querySlots.expandDims(1)).expandDims(0);
+        if (config.slidingWindow() != null) {
+            // transformers' sliding_window_overlay: key k is visible from query q when q - k < window. Slots are
+            // positions within a row's segment (packing restarts both), so the window never crosses into another.
+            NDArray recent = keySlots.expandDims(0).add(config.slidingWindow().size()).gt(querySlots.expandDims(1));
+            allowed = allowed.logicalAnd(recent.expandDims(0));
+        }
         if (querySegments != null) {
             NDArray sameSegment = querySegments.expandDims(2).eq(keySegments.expandDims(1));
             allowed = allowed.logicalAnd(sameSegment);

@@ -60,11 +60,15 @@ public final class LlamaTrainable implements TrainableModel<LlamaTrainable.Share
     @Override
     public void setTraining(boolean training) {}
 
-    /** Padding (segment 0) is a segment of its own, so real tokens never attend to it. */
+    /**
+     * Padding (segment 0) is a segment of its own, so real tokens never attend to it. A sliding window shorter than
+     * the row makes the mask more than causal, so attention must read it.
+     */
     @Override
     public Shared prepare(ModelInputs inputs) {
         return new Shared(model.rotary().at(inputs.positionIds()),
-                model.attentionMask(inputs.inputIds(), inputs.segmentIds()), oneSegmentPerRow(inputs.segmentIds()));
+                model.attentionMask(inputs.inputIds(), inputs.segmentIds()), oneSegmentPerRow(inputs.segmentIds())
+                        && model.windowCoversAll(inputs.inputIds().getShape().get(1)));
     }
 
     /** Whether every row is a single segment (no packing, no padding): then the mask is only causal. */

@@ -336,7 +336,8 @@ class ModelVariantsTest {
 
         Files.writeString(dir.resolve("config.json"), QWEN2.replace("\"qwen2\"", "\"gemma2\""));
         UserError type = assertThrows(UserError.class, () -> LlamaModel.load(dir, manager, LoadOptions.inference()));
-        assertTrue(type.getMessage().contains("model_type 'gemma2' is not supported"), type.getMessage());
+        assertTrue(type.getMessage().contains("implements llama, mistral, qwen2, qwen3, not gemma2"), type.getMessage());
+        assertTrue(type.hint().contains("backend: fsdp"), type.hint());
     }
 
     private Map<String, NDArray> writeModel(Path modelDir, String configJson, long seed, SafetensorsDtype dtype, boolean sharded)

@@ -40,7 +40,7 @@ final class NaiveLlama {
             double[][] k = linear(h, p + "self_attn.k_proj", kv * d, hidden);
             double[][] v = linear(h, p + "self_attn.v_proj", kv * d, hidden);
             for (int i = 0; i < t; i++) {
-                if (c.qkNorm()) {
+                if (c.qkNorm() == dev.finetune.recipes.model.Family.QkNorm.PER_HEAD) {
                     headNorm(q[i], heads, d, w.get(p + "self_attn.q_norm.weight"));
                     headNorm(k[i], kv, d, w.get(p + "self_attn.k_norm.weight"));
                 }
