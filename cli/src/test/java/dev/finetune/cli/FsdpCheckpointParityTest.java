@@ -21,18 +21,13 @@ import org.junit.jupiter.api.io.TempDir;
 /**
  * The fsdp worker's {@code checkpoint-N} folders are what the Hugging Face stack opens, as the JVM trainer's are
  * ({@link PeftParityTest}): PEFT loads a LoRA checkpoint with no missing or unexpected key, transformers loads a full
- * fine-tune's, both give our {@code generate --json} logits within 2e-5, {@code TrainerState.load_from_json} reads
+ * fine-tune's, both give our {@code generate --json} logits within {@link HfViews#LOGIT_BAR},
+ * {@code TrainerState.load_from_json} reads
  * {@code trainer_state.json}, {@code merge-lora} takes a checkpoint, and a checkpoint whose bytes changed is refused
  * (exit 2) before any rank starts; and after the first step each rank's measured peak is set beside the plan's.
  * Runs are 2 CPU ranks under torchrun.
  */
 class FsdpCheckpointParityTest {
-    /**
-     * Ten float spacings of logits near 19: the two stacks sum the head in their own orders, and the CPU's GEMM
-     * kernels decide how (seen: 1.03e-5 on an AVX-512 EPYC, under 1e-5 elsewhere).
-     */
-    private static final double LOGIT_BAR = 2e-5;
-
     private static Path recipe(Path dir, String name, String adapter) throws Exception {
         Path root = MainProcessTest.repoRoot();
         Path recipe = dir.resolve(name + ".yaml");
@@ -144,7 +139,7 @@ class FsdpCheckpointParityTest {
             Path checkpoint = run.resolve("checkpoint-" + step);
             double gap = views.logitGap(peft.get(step), ours.get(step).join(), "checkpoint-" + step);
             System.out.printf("fsdp lora checkpoint-%d: PEFT loads it, max |logit - ours| %.2e%n", step, gap);
-            assertTrue(gap < LOGIT_BAR, "checkpoint-" + step + ": logits differ from PEFT's by " + gap);
+            assertTrue(gap < HfViews.LOGIT_BAR, "checkpoint-" + step + ": logits differ from PEFT's by " + gap);
             trainerState(views, states.get(step), step);
             assertTrue(Files.isRegularFile(checkpoint.resolve("tokenizer.json")));
         }
@@ -158,7 +153,7 @@ class FsdpCheckpointParityTest {
         }
         double fullGap = views.logitGap(fullLogits, fullOurs.join(), "full checkpoint-2");
         System.out.printf("fsdp full checkpoint-2: transformers loads it, max |logit - ours| %.2e%n", fullGap);
-        assertTrue(fullGap < LOGIT_BAR, "full checkpoint-2: logits differ from transformers' by " + fullGap);
+        assertTrue(fullGap < HfViews.LOGIT_BAR, "full checkpoint-2: logits differ from transformers' by " + fullGap);
         trainerState(views, fullState, 2);
 
         // a checkpoint whose bytes changed is refused before any rank starts, naming the file

@@ -18,6 +18,15 @@ import java.util.List;
  * seconds per process, and a test class needs a dozen such views.
  */
 final class HfViews {
+    /**
+     * How far our logits may be from the HF stack's. Near 19 a float's spacing is 1.9e-6; both stacks compute the
+     * same ops in the same order, and what remains is how the CPU's GEMM kernels sum: on CPUs where the JVM's libtorch
+     * 2.7.1 and the venv's torch 2.13 pick the same kernel the gap was 0, on an AVX-512 EPYC (this project's CI
+     * machines) they differ by up to 1.8e-5 (lora_alpha 6, r 4). A tensor loaded under the wrong name or a scaling
+     * left out moves logits by orders more.
+     */
+    static final double LOGIT_BAR = 3e-5;
+
     private final List<JsonObject> jobs = new ArrayList<>();
     private List<JsonObject> results;
 

@@ -23,9 +23,9 @@ import org.junit.jupiter.api.io.TempDir;
 
 /**
  * Adapters between us and PEFT, through {@code finetune generate --json} in a child JVM and PEFT in the project's
- * venv: the last-position logits of a prompt must agree within 1e-5 with PEFT's, computed both by the forward
- * over the whole prompt and as transformers' {@code generate()} computes them (the head on the last position only,
- * as ours does). Generation computes each op as transformers does, in its order, so the two ways differ only by
+ * venv: the last-position logits of a prompt must agree within {@link HfViews#LOGIT_BAR} with PEFT's, computed both
+ * by the forward over the whole prompt and as transformers' {@code generate()} computes them (the head on the last
+ * position only, as ours does). Generation computes each op as transformers does, in its order, so the two ways differ only by
  * the head's summation order (a few float spacings of logits near 19, 1.9e-6 each).
  */
 class PeftParityTest {
@@ -123,7 +123,7 @@ class PeftParityTest {
     void anAdapterOnSomeLayersOnlyGeneratesAsPeftRunsIt() {
         double gap = logitGap("partial");
         System.out.printf("layers_to_transform [1, 3]: max |logit - PEFT| %.2e%n", gap);
-        assertTrue(gap < 1e-5, "logits differ from PEFT's by " + gap);
+        assertTrue(gap < HfViews.LOGIT_BAR, "logits differ from PEFT's by " + gap);
     }
 
     /** {@code exclude_modules}: the adapter covers the projections its saved tensors name, no more. */
@@ -131,19 +131,20 @@ class PeftParityTest {
     void anAdapterWithExcludedModulesGeneratesAsPeftRunsIt() {
         double gap = logitGap("excluded");
         System.out.printf("exclude_modules: max |logit - PEFT| %.2e%n", gap);
-        assertTrue(gap < 1e-5, "logits differ from PEFT's by " + gap);
+        assertTrue(gap < HfViews.LOGIT_BAR, "logits differ from PEFT's by " + gap);
     }
 
     /**
      * alpha 6 over r 4 on every linear layer: a scaling that is no power of two rounds differently depending on what
      * it multiplies, so generation must apply it where PEFT does (applied to the rank-r intermediate instead, as
-     * training does, these logits were 1.1e-5 from PEFT's).
+     * training does, these logits were 1.1e-5 from PEFT's on a CPU where both stacks share their GEMM kernels and 0
+     * otherwise; where the kernels differ, as on AVX-512 machines, their own gap is larger and hides it).
      */
     @Test
     void aScalingThatIsNoPowerOfTwoGeneratesAsPeftRunsIt() {
         double gap = logitGap("alpha6");
         System.out.printf("lora_alpha 6, r 4: max |logit - PEFT| %.2e%n", gap);
-        assertTrue(gap < 1e-5, "logits differ from PEFT's by " + gap);
+        assertTrue(gap < HfViews.LOGIT_BAR, "logits differ from PEFT's by " + gap);
     }
 
     @Test
@@ -152,7 +153,7 @@ class PeftParityTest {
             String checkpoint = "run/checkpoint-" + step;
             double gap = logitGap(checkpoint);
             System.out.printf("checkpoint-%d: PEFT loads it, max |logit - ours| %.2e%n", step, gap);
-            assertTrue(gap < 1e-5, "checkpoint-" + step + ": logits differ from PEFT's by " + gap);
+            assertTrue(gap < HfViews.LOGIT_BAR, "checkpoint-" + step + ": logits differ from PEFT's by " + gap);
             JsonObject state = PEFT.result(STATES.get(checkpoint));
             assertEquals(step, state.get("global_step").getAsInt(), "TrainerState.load_from_json: global_step");
             assertTrue(state.get("log_history").getAsInt() >= step, "log_history holds the steps so far: " + state);
