@@ -17,8 +17,8 @@ public final class ChatTemplateNames {
     public static final String JINJA = "jinja";
 
     /** Templates finetune ships, by Axolotl's names; ours are written for this project and render the same formats. */
-    public static final List<String> SHIPPED = List.of("alpaca", "chatml", "gemma", "llama2", "llama3", "mistral_v1",
-            "phi_3", "qwen_25");
+    public static final List<String> SHIPPED = List.of("alpaca", "chatml", "gemma", "gemma3", "llama2", "llama3",
+            "mistral_v1", "mistral_v2v3", "mistral_v3_tekken", "mistral_v7_tekken", "phi_3", "phi_35", "qwen_25", "qwen3");
     /** Short names the brief and users reach for; each is one of {@link #SHIPPED}. */
     public static final Map<String, String> ALIASES = Map.of("qwen", "qwen_25", "mistral", "mistral_v1");
 

@@ -178,6 +178,23 @@ public record ModelConfig(
         return family.normsPerLayer();
     }
 
+    /**
+     * Why the single-device (in-JVM) trainer cannot run this model, or {@code null} when it can: it implements the
+     * families {@link Family#inJvm()} names, and sliding-window attention only where every layer slides (Mistral),
+     * since one mask serves all its layers.
+     */
+    public String notInJvmBecause() {
+        if (!family.inJvm()) {
+            return "the single-device (in-JVM) trainer implements " + Family.jvmFamilies().stream().map(Family::modelType)
+                    .collect(java.util.stream.Collectors.joining(", ")) + ", not " + modelType() + " (" + family.models() + ")";
+        }
+        if (slidingWindow != null && slidingWindow.slidingLayers() != numHiddenLayers) {
+            return "the single-device (in-JVM) trainer runs sliding-window attention in every layer or none; this "
+                    + modelType() + " config slides in " + slidingWindow.slidingLayers() + " of " + numHiddenLayers;
+        }
+        return null;
+    }
+
     /** How many keys a query at position {@code t} attends in layer {@code layer} (itself included). */
     public long keysAttended(int layer, long t) {
         long all = t + 1;

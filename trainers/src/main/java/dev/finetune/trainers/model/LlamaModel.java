@@ -21,7 +21,6 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.function.Function;
-import java.util.stream.Collectors;
 
 /**
  * A decoder-only Llama-family transformer (Llama 2/3.x, Mistral with its sliding window, Qwen2/2.5, Qwen3, SmolLM2,
@@ -142,7 +141,7 @@ public final class LlamaModel {
     }
 
     static void requireSupported(ModelConfig config, String where) {
-        String unsupported = unsupportedBecause(config);
+        String unsupported = config.notInJvmBecause();
         if (unsupported != null) {
             throw new UserError(where + ": model_type", unsupported, "the fsdp backend (the transformers worker) runs it, "
                     + "at world size 1 too: backend: fsdp, or backend: auto on a machine without GPUs");
@@ -151,24 +150,6 @@ public final class LlamaModel {
             throw new UserError(where + ": head_dim", "head_dim " + config.headDim() + " is odd; rotary embeddings need pairs",
                     "check config.json");
         }
-    }
-
-    /**
-     * Why this trainer cannot run {@code config}, or {@code null} when it can: the families it implements, and of
-     * sliding-window attention only the form where every layer slides (Mistral's), since one mask serves all layers.
-     */
-    public static String unsupportedBecause(ModelConfig config) {
-        if (!config.family().inJvm()) {
-            return "the single-device (in-JVM) trainer implements "
-                    + Family.jvmFamilies().stream().map(Family::modelType).collect(Collectors.joining(", "))
-                    + ", not " + config.modelType() + " (" + config.family().models() + ")";
-        }
-        ModelConfig.SlidingWindow window = config.slidingWindow();
-        if (window != null && window.slidingLayers() != config.numHiddenLayers()) {
-            return "the single-device (in-JVM) trainer runs sliding-window attention in every layer or none; this "
-                    + config.modelType() + " config slides in " + window.slidingLayers() + " of " + config.numHiddenLayers();
-        }
-        return null;
     }
 
     /** Every tensor a checkpoint of this architecture holds, by Hugging Face name, in the order HF saves them. */

@@ -110,10 +110,39 @@ class ChatTemplatesTest {
         assertEquals("<s>### Instruction:\nHi there\n\n### Response:\n", render("alpaca", WITHOUT_SYSTEM.subList(0, 1), true));
     }
 
+    /** As Phi-3-mini's own template: no BOS, EOS after a conversation that asks for no reply (ChatTemplateFamiliesTest). */
     @Test
     void phi3() {
-        assertEquals("<s><|system|>\nYou are terse.<|end|>\n<|user|>\nHi there<|end|>\n<|assistant|>\nHello.<|end|>\n"
-                + "<|user|>\nBye<|end|>\n<|assistant|>\nGoodbye.<|end|>\n", render("phi_3", WITH_SYSTEM, false));
+        assertEquals("<|system|>\nYou are terse.<|end|>\n<|user|>\nHi there<|end|>\n<|assistant|>\nHello.<|end|>\n"
+                + "<|user|>\nBye<|end|>\n<|assistant|>\nGoodbye.<|end|>\n</s>", render("phi_3", WITH_SYSTEM, false));
+        assertEquals("<|user|>\nHi there<|end|>\n<|assistant|>\n", render("phi_35",
+                List.of(new Message("system", ""), new Message("user", "Hi there")), true));
+    }
+
+    /**
+     * Mistral's formats as Axolotl names them (no model template to compare with offline: the strings follow
+     * mistral-common's layouts): v2/v3 put no space inside "[INST] ...[/INST]", Tekken none at all, v7 opens with a
+     * system prompt, Mistral Small 3's own dated one when the conversation has none.
+     */
+    @Test
+    void mistralVersions() {
+        assertEquals("<s>[INST] Hi there[/INST] Hello.</s>[INST] Bye[/INST] Goodbye.</s>",
+                render("mistral_v2v3", WITHOUT_SYSTEM, false));
+        assertEquals("<s>[INST]Hi there[/INST]Hello.</s>[INST]Bye[/INST]Goodbye.</s>",
+                render("mistral_v3_tekken", WITHOUT_SYSTEM, false));
+        assertEquals("<s>[SYSTEM_PROMPT]You are terse.[/SYSTEM_PROMPT][INST]Hi there[/INST]Hello.</s>[INST]Bye[/INST]Goodbye.</s>",
+                render("mistral_v7_tekken", WITH_SYSTEM, false));
+        String dated = render("mistral_v7_tekken", WITHOUT_SYSTEM.subList(0, 1), false);
+        assertTrue(dated.startsWith("<s>[SYSTEM_PROMPT]You are Mistral Small 3,") && dated.contains("The current date is "
+                + java.time.LocalDate.now()) && dated.endsWith("\"Where do you travel from?\")[/SYSTEM_PROMPT][INST]Hi there[/INST]"), dated);
+        assertThrows(TemplateException.class, () -> render("mistral_v2v3", WITH_SYSTEM, false));
+    }
+
+    @Test
+    void gemma3FoldsTheSystemMessageIntoTheFirstUserTurn() {
+        assertEquals("<s><start_of_turn>user\nYou are terse.\n\nHi there<end_of_turn>\n<start_of_turn>model\nHello.<end_of_turn>\n"
+                + "<start_of_turn>user\nBye<end_of_turn>\n<start_of_turn>model\nGoodbye.<end_of_turn>\n",
+                render("gemma3", WITH_SYSTEM, false));
     }
 
     @Test
