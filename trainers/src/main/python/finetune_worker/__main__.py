@@ -1,5 +1,11 @@
-"""Entry point: ``torchrun ... -m finetune_worker PLAN.json`` (or ``python -m finetune_worker check``)."""
+"""Entry point: ``torchrun ... --no-python python -I -u COPY/finetune_worker/__main__.py PLAN.json`` (or ``... check``).
 
+The launcher runs this file from the worker's own private copy in isolated mode (``-I``), so neither the working
+folder nor this file's folder is on ``sys.path``: the copy's folder is put there here, and nothing else.
+(``python -m finetune_worker`` with ``PYTHONPATH`` still works, for tests.)
+"""
+
+import os
 import sys
 
 
@@ -8,8 +14,16 @@ def main(argv):
         from finetune_worker import environment
 
         return environment.check()
+    if len(argv) == 3 and argv[1] == "verify-checkpoint":
+        # the launcher's question before a resume: can this checkpoint's DCP metadata be read safely?
+        import json
+
+        from finetune_worker import safe_dcp
+
+        print(json.dumps({"problem": safe_dcp.check(argv[2])}))
+        return 0
     if len(argv) != 2:
-        print("usage: python -m finetune_worker PLAN.json | check", file=sys.stderr)
+        print("usage: python -m finetune_worker PLAN.json | check | verify-checkpoint FOLDER", file=sys.stderr)
         return 2
     from finetune_worker import train
 
@@ -17,4 +31,6 @@ def main(argv):
 
 
 if __name__ == "__main__":
+    if not __package__:
+        sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     sys.exit(main(sys.argv))

@@ -23,7 +23,7 @@ import shutil
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict, set_state_dict
 
-from finetune_worker import distributed, hf_files
+from finetune_worker import distributed, hf_files, safe_dcp
 
 STATE_FILE = "worker_state.json"
 CHECKSUMS = "checksums.sha256"
@@ -87,7 +87,8 @@ def save(output_dir, step, model, optimizer, state, lora, keep, world, plan, tra
 
 def load(folder, model, optimizer, lora):
     """Loads weights and optimizer moments in place (resharding as needed) and returns the saved state. The
-    launcher verified the folder's checksums before it started the ranks."""
+    launcher verified the folder's checksums and its DCP metadata before it started the ranks; the metadata is read
+    safely here too."""
     with open(os.path.join(folder, STATE_FILE)) as f:
         state = json.load(f)
     options = _options(lora)
@@ -96,7 +97,9 @@ def load(folder, model, optimizer, lora):
         # the frozen base weights are not in a LoRA checkpoint: they are already loaded from base_model
         options = StateDictOptions(ignore_frozen_params=True, strict=False)
     loaded = {"model": model_state, "optimizer": optimizer_state}
-    dcp.load(loaded, checkpoint_id=os.path.join(folder, "dcp"))
+    # never DCP's own reader and planner: they unpickle what the folder holds (safe_dcp)
+    path = os.path.join(folder, "dcp")
+    dcp.load(loaded, checkpoint_id=path, storage_reader=safe_dcp.SafeReader(path), planner=safe_dcp.SafePlanner())
     set_state_dict(model, optimizer, model_state_dict=loaded["model"], optim_state_dict=loaded["optimizer"],
                    options=options)
     return state

@@ -298,8 +298,10 @@ def run(plan, world, report):
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         names = sorted(metric_sums)
-        totals = distributed.sum_all([loss_sum, float(tokens), float(samples)] + [metric_sums[n] for n in names],
-                                     world.device)
+        # the stop flag rides on this all-reduce: every rank stops after the same step, as one
+        totals = distributed.sum_all([loss_sum, float(tokens), float(samples), 1.0 if _STOP["signal"] else 0.0]
+                                     + [metric_sums[n] for n in names], world.device)
+        stop = totals[3] > 0
         tokens_seen += int(totals[1])
         seconds = distributed.max_all(time.perf_counter() - started, world.device)
         step += 1
@@ -308,7 +310,7 @@ def run(plan, world, report):
         line = {"step": step, "epoch": consumed / per_epoch, "loss": totals[0] / max(1.0, global_weight),
                 "learning_rate": lr, "grad_norm": norm, "tokens_per_second": totals[1] / seconds,
                 "num_tokens": tokens_seen, "peak_memory_mb": distributed.max_all(peak, world.device)}
-        for name, value in zip(names, totals[3:]):
+        for name, value in zip(names, totals[4:]):
             line[name] = value / max(1.0, global_weight)
         if first:
             # each rank's own peak after the first optimizer step, for the launcher to set beside the plan's
@@ -320,7 +322,7 @@ def run(plan, world, report):
         # samples: the global batch's examples, for the launcher's train_samples_per_second (not a logged metric)
         report.emit("metrics", metrics=line, samples=int(totals[2]))
         history.extend(hf_files.history_entries(line))
-        if plan["save_steps"] > 0 and (step % plan["save_steps"] == 0 or step == total_steps):
+        if stop or plan["save_steps"] > 0 and (step % plan["save_steps"] == 0 or step == total_steps):
             state = {"global_step": step, "world_size": world.size, "data_position": consumed,
                      "micro_batches_per_epoch": per_epoch, "resume_key": plan["resume_key"],
                      "seed": plan["seed"], "learning_rate": lr}
@@ -329,6 +331,10 @@ def run(plan, world, report):
             folder = checkpoints.save(output_dir, step, model, optimizer, state, lora,
                                       plan.get("save_total_limit", 0), world, plan, hf_state)
             report.emit("checkpoint", step=step, folder=folder)
+            if stop:
+                # asked to stop (the launcher got SIGTERM, SIGINT or SIGHUP): this checkpoint holds the step
+                report.emit("stopped", step=step, folder=folder)
+                return
         # Failure drills for the tests: this rank raises, or is killed outright, after the given step.
         if os.environ.get("FINETUNE_WORKER_FAIL_AT") == "%d:%d" % (world.rank, step):
             raise RuntimeError("FINETUNE_WORKER_FAIL_AT: failing on purpose after step %d" % step)
@@ -378,7 +384,18 @@ def _follow_launcher():
     threading.Thread(target=watch, name="launcher-watch", daemon=True).start()
 
 
+_STOP = {"signal": None}
+
+
+def _on_stop_request(signum, frame):
+    """SIGUSR1 from the launcher: stop after the current step, with a checkpoint (the flag is read at the step's
+    all-reduce, so every rank stops after the same step)."""
+    _STOP["signal"] = signum
+
+
 def main(plan_path):
+    # first of all: the launcher may ask as soon as this rank has reported its pid
+    signal.signal(signal.SIGUSR1, _on_stop_request)
     with open(plan_path) as f:
         plan = json.load(f)
     _follow_launcher()

@@ -260,7 +260,7 @@ public final class Main implements Callable<Integer> {
     }
 
     public static void main(String[] args) {
-        for (String signal : List.of("TERM", "INT")) {
+        for (String signal : List.of("TERM", "INT", "HUP")) {
             onSignal(signal);
         }
         System.exit(execute(args));
@@ -294,6 +294,7 @@ public final class Main implements Callable<Integer> {
         return switch (name) {
             case "INT" -> 2;
             case "TERM" -> 15;
+            case "HUP" -> 1;
             default -> 1;
         };
     }

@@ -54,12 +54,12 @@ final class BaseInheritance {
         String baseLabel = labelBeside(label, baseName);
         // A recipe from someone else must not make us read, and so quote in messages, a file that is not a recipe
         // (base: /etc/shadow, base: ../.env): only YAML files are ever opened, wherever they lie.
-        String lower = baseFile.getFileName() == null ? "" : baseFile.getFileName().toString().toLowerCase(java.util.Locale.ROOT);
-        if (!lower.endsWith(".yaml") && !lower.endsWith(".yml")) {
+        if (!YamlTrees.yamlName(baseFile)) {
             throw new UserError(s.where().label(), "base: must name a .yaml or .yml recipe file, and '" + baseName
                     + "' is not one (it was not opened)", "base: names another recipe, relative to this file, e.g. "
                     + "'base: ../common.yaml'");
         }
+        YamlTrees.requireYamlTarget(baseFile, s.where().label() + ": base: " + baseName);
         if (Files.isDirectory(baseFile)) {
             throw new UserError(s.where().label(), "base: '" + baseName + "' is a folder, not a recipe file (looked "
                     + "at " + baseFile + ")", "name the .yaml file inside it");

@@ -68,8 +68,35 @@ final class YamlTrees {
     }
 
 
+    /** Whether a file name is a YAML file's. */
+    static boolean yamlName(Path file) {
+        String name = file.getFileName() == null ? "" : file.getFileName().toString().toLowerCase(java.util.Locale.ROOT);
+        return name.endsWith(".yaml") || name.endsWith(".yml");
+    }
+
+    /**
+     * Refuses, without opening it, a path that reaches through a symbolic link a file whose own name is not a YAML
+     * file's: a link is judged by its target ({@code common.yaml -> /etc/shadow} would otherwise be read and quoted in
+     * messages).
+     */
+    static void requireYamlTarget(Path file, String label) {
+        Path target;
+        try {
+            target = file.toRealPath();
+        } catch (IOException e) {
+            return; // missing: reported where it is read
+        }
+        // a name given plainly (a recipe without extension, reached through a linked folder) stays the user's call
+        if (!yamlName(target) && !target.getFileName().equals(file.toAbsolutePath().normalize().getFileName())
+                && !Files.isDirectory(target)) {
+            throw new UserError(label, "is a link to " + target + ", which is not a .yaml or .yml file (it was not "
+                    + "opened)", "link to a recipe file, or name the recipe itself");
+        }
+    }
+
     private static String readText(Path file, String label) {
         try {
+            requireYamlTarget(file, label);
             if (Files.isDirectory(file)) {
                 throw new UserError(label, "is a directory, not a recipe file", "name the .yaml file inside it");
             }

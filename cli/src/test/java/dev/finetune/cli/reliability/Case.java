@@ -28,6 +28,8 @@ record Case(String name, Kind kind, int exit, String expect, int seconds, int me
     /** A short training run on the embedded 260K model. */
     static final int TRAIN_SECONDS = 180;
     static final int TRAIN_MB = 1200;
+    /** An fsdp run (the launcher JVM's memory; the ranks are measured by the worker). */
+    static final int FSDP_SECONDS = 600;
 
     @FunctionalInterface
     interface Setup {
@@ -50,9 +52,24 @@ record Case(String name, Kind kind, int exit, String expect, int seconds, int me
      * @param cleanup run afterwards in every case (stop a background process it started), or {@code null}
      */
     record Invocation(List<String> args, List<Path> writable, String stdin, During during, Runnable cleanup,
-            long fileSizeLimitKb) {
+            long fileSizeLimitKb, boolean ownSession, java.util.Map<String, String> env) {
         Invocation(List<String> args, List<Path> writable, String stdin, During during, Runnable cleanup) {
-            this(args, writable, stdin, during, cleanup, 0);
+            this(args, writable, stdin, during, cleanup, 0, false, java.util.Map.of());
+        }
+
+        /** Adds {@code key=value} to the child's environment. */
+        Invocation withEnv(String key, String value) {
+            java.util.Map<String, String> all = new java.util.LinkedHashMap<>(env);
+            all.put(key, value);
+            return new Invocation(args, writable, stdin, during, cleanup, fileSizeLimitKb, ownSession, all);
+        }
+
+        /**
+         * The child leads a session and process group of its own, as a command started from a terminal does: a
+         * signal sent to that group (Ctrl-C) reaches it and everything it started that stayed in the group.
+         */
+        Invocation inOwnSession() {
+            return new Invocation(args, writable, stdin, during, cleanup, fileSizeLimitKb, true, env);
         }
 
         static Invocation of(String... args) {
@@ -61,25 +78,25 @@ record Case(String name, Kind kind, int exit, String expect, int seconds, int me
 
         /** Every file the child writes stops at this size (RLIMIT_FSIZE): a disk that fills up, without root. */
         Invocation fileSizeLimit(long kb) {
-            return new Invocation(args, writable, stdin, during, cleanup, kb);
+            return new Invocation(args, writable, stdin, during, cleanup, kb, ownSession, env);
         }
 
         Invocation writing(Path... paths) {
             List<Path> all = new ArrayList<>(writable);
             all.addAll(List.of(paths));
-            return new Invocation(args, all, stdin, during, cleanup, fileSizeLimitKb);
+            return new Invocation(args, all, stdin, during, cleanup, fileSizeLimitKb, ownSession, env);
         }
 
         Invocation input(String text) {
-            return new Invocation(args, writable, text, during, cleanup, fileSizeLimitKb);
+            return new Invocation(args, writable, text, during, cleanup, fileSizeLimitKb, ownSession, env);
         }
 
         Invocation whileRunning(During action) {
-            return new Invocation(args, writable, stdin, action, cleanup, fileSizeLimitKb);
+            return new Invocation(args, writable, stdin, action, cleanup, fileSizeLimitKb, ownSession, env);
         }
 
         Invocation finallyDo(Runnable action) {
-            return new Invocation(args, writable, stdin, during, action, fileSizeLimitKb);
+            return new Invocation(args, writable, stdin, during, action, fileSizeLimitKb, ownSession, env);
         }
     }
 
@@ -101,6 +118,11 @@ record Case(String name, Kind kind, int exit, String expect, int seconds, int me
 
     Case training() {
         return new Case(name, kind, exit, expect, TRAIN_SECONDS, TRAIN_MB, setup, check);
+    }
+
+    /** A run of the fsdp backend: torchrun and Python ranks start (tens of seconds on two busy cores). */
+    Case fsdp() {
+        return new Case(name, kind, exit, expect, FSDP_SECONDS, TRAIN_MB, setup, check);
     }
 
     Case then(Check more) {

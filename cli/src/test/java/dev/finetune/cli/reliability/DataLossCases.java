@@ -51,16 +51,46 @@ final class DataLossCases {
                     foreignFiles(dir.resolve("work/out"));
                     return Case.Invocation.of(recipe(dir, sft()).toString());
                 }),
-                Case.works("foreign files + overwrite_output_dir", DATA_LOSS, "saved adapter_model.safetensors", dir -> {
+                // overwrite_output_dir deletes only what a run's finetune-run.json records as its own (#26)
+                Case.refused("foreign files + overwrite_output_dir", DATA_LOSS, "not written by finetune", dir -> {
                     foreignFiles(dir.resolve("work/out"));
-                    return Case.Invocation.of(recipe(dir, sft()).toString(), "overwrite_output_dir=true")
-                            .writing(dir.resolve("work/out"));
-                }).training().then((dir, outcome) -> {
-                    Path out = dir.resolve("work/out");
-                    assertFalse(Files.exists(out.resolve("checkpoint-2/keep.txt")), "the old files were mixed in");
-                    assertFalse(Files.exists(out.resolve("notes.md")));
-                    assertTrue(Files.isRegularFile(out.resolve("checkpoint-1/trainer_state.json")));
+                    return Case.Invocation.of(recipe(dir, sft()).toString(), "overwrite_output_dir=true");
                 }),
+                Case.refused("overwrite_output_dir on a folder of the user's", DATA_LOSS, "thesis.txt", dir -> {
+                    Path mine = Files.createDirectories(dir.resolve("work/userdir"));
+                    Files.writeString(mine.resolve("thesis.txt"), "chapter 1\n");
+                    Files.createDirectories(mine.resolve("photos"));
+                    Files.write(mine.resolve("photos/cat.jpg"), new byte[] {(byte) 0xff, (byte) 0xd8, 1, 2});
+                    Files.createDirectories(mine.resolve(".git/refs"));
+                    Files.writeString(mine.resolve(".git/HEAD"), "ref: refs/heads/main\n");
+                    return Case.Invocation.of(recipe(dir, sft()).toString(), "output_dir=./userdir",
+                            "overwrite_output_dir=true");
+                }),
+                Case.refused("overwrite a finished run that holds files of the user's", DATA_LOSS,
+                        "overwrite_output_dir deletes only a run's own files: notes.md, photos/", dir -> {
+                            Path out = Fixtures.finishedRun(dir.resolve("work/out"));
+                            Files.writeString(out.resolve("notes.md"), "# what I tried\n");
+                            Files.createDirectories(out.resolve("photos"));
+                            Files.writeString(out.resolve("photos/plot.txt"), "x\n");
+                            return Case.Invocation.of(recipe(dir, sft()).toString(), "overwrite_output_dir=true");
+                        }),
+                Case.refused("resume an fsdp run with backend=single", DATA_LOSS, "written by the fsdp worker", dir -> {
+                    Fixtures.finishedFsdpRun(dir.resolve("work/out"));
+                    return Case.Invocation.of(recipe(dir, sft()).toString(), "max_steps=3",
+                            "resume_from_checkpoint=true");
+                }),
+                Case.refused("resume an fsdp checkpoint by name with backend=single", DATA_LOSS,
+                        "written by the fsdp worker", dir -> {
+                            Fixtures.finishedFsdpRun(dir.resolve("work/out"));
+                            return Case.Invocation.of(recipe(dir, sft()).toString(), "max_steps=3",
+                                    "resume_from_checkpoint=checkpoint-2");
+                        }),
+                Case.refused("resume a single run with backend=fsdp", DATA_LOSS, "written by the single-device trainer",
+                        dir -> {
+                            Fixtures.finishedRun(dir.resolve("work/out"));
+                            return Case.Invocation.of(recipe(dir, sft()).toString(), "max_steps=3", "backend=fsdp",
+                                    "resume_from_checkpoint=true");
+                        }).fsdp(),
                 Case.refused("rerun into a finished run", DATA_LOSS, "already holds an earlier run", dir -> {
                     Fixtures.finishedRun(dir.resolve("work/out"));
                     return Case.Invocation.of(recipe(dir, sft()).toString());

@@ -21,6 +21,14 @@ final class FaultCases {
         return List.of(
                 signalled("SIGTERM mid-run saves a checkpoint", "TERM", 143),
                 signalled("SIGINT mid-run saves a checkpoint", "INT", 130),
+                // #26: a closed terminal or session, and the fsdp backend, stop as the single backend does
+                signalled("SIGHUP mid-run saves a checkpoint", "HUP", 129),
+                signalled("SIGTERM mid fsdp run saves a checkpoint", "TERM", 143, false, "backend=fsdp",
+                        "--nproc-per-node", "2").fsdp(),
+                signalled("Ctrl-C (SIGINT to the group) mid fsdp run saves a checkpoint", "INT", 130, true,
+                        "backend=fsdp", "--nproc-per-node", "2").fsdp(),
+                signalled("SIGHUP mid fsdp run saves a checkpoint", "HUP", 129, false, "backend=fsdp",
+                        "--nproc-per-node", "1").fsdp(),
                 Case.refused("disk full during a checkpoint", FAULTS, "could not save checkpoint-3", dir -> {
                     Path out = Fixtures.finishedRun(dir.resolve("work/out"));
                     return Case.Invocation.of(recipe(dir, sft()).toString(), "max_steps=3",
@@ -55,23 +63,44 @@ final class FaultCases {
                         CorruptionCases.steps(dir.resolve("work/out")).subList(0, 5))));
     }
 
-    /** A run signalled after its second step stops with a checkpoint, says so, and resumes from it. */
     private static Case signalled(String name, String signal, int exit) {
-        return new Case(name, FAULTS, exit, "stopped by SIG" + signal, Case.TRAIN_SECONDS, Case.TRAIN_MB, dir ->
-                Case.Invocation.of(recipe(dir, sft()).toString(), "max_steps=400", "save_steps=1000")
-                        .writing(dir.resolve("work/out"))
-                        .whileRunning(child -> {
-                            Path metrics = dir.resolve("work/out/metrics.jsonl");
-                            while (child.isAlive() && (!Files.exists(metrics) || Files.readAllLines(metrics).size() < 3)) {
-                                Thread.sleep(20);
-                            }
-                            new ProcessBuilder("kill", "-" + signal, Long.toString(child.pid())).start().waitFor();
-                        }), (dir, o) -> {
-                            assertTrue(o.err().contains("stopped by SIG" + signal + " after step"), o.err());
-                            try (Stream<Path> children = Files.list(dir.resolve("work/out"))) {
-                                assertEquals(1, children.filter(p -> p.getFileName().toString().startsWith("checkpoint-"))
-                                        .count(), "one checkpoint, taken at the signal");
-                            }
-                        });
+        return signalled(name, signal, exit, false);
+    }
+
+    /**
+     * A run signalled after its second step stops at the next step boundary with a checkpoint, says so, and leaves
+     * no temporary checkpoint. {@code group}: the signal goes to the run's whole process group, as Ctrl-C in a
+     * terminal sends it.
+     */
+    private static Case signalled(String name, String signal, int exit, boolean group, String... more) {
+        return new Case(name, FAULTS, exit, "stopped by SIG" + signal, Case.TRAIN_SECONDS, Case.TRAIN_MB, dir -> {
+            Case.Invocation run = Case.Invocation.of(Fixtures.args(recipe(dir, sft()), concat(
+                    new String[] {"max_steps=400", "save_steps=1000"}, more)).toArray(String[]::new))
+                    .writing(dir.resolve("work/out"))
+                    .whileRunning(child -> {
+                        Path metrics = dir.resolve("work/out/metrics.jsonl");
+                        while (child.isAlive() && (!Files.exists(metrics) || Files.readAllLines(metrics).size() < 3)) {
+                            Thread.sleep(20);
+                        }
+                        new ProcessBuilder("kill", "-" + signal, "--", (group ? "-" : "") + child.pid()).start()
+                                .waitFor();
+                    });
+            return group ? run.inOwnSession() : run;
+        }, (dir, o) -> {
+            assertTrue(o.err().contains("stopped by SIG" + signal + " after step"), o.err());
+            try (Stream<Path> children = Files.list(dir.resolve("work/out"))) {
+                List<String> names = children.map(p -> p.getFileName().toString()).toList();
+                assertEquals(1, names.stream().filter(n -> n.startsWith("checkpoint-")).count(),
+                        "one checkpoint, taken at the signal: " + names);
+                assertEquals(List.of(), names.stream().filter(n -> n.startsWith(".tmp-")).toList(),
+                        "a temporary checkpoint left");
+            }
+        });
+    }
+
+    private static String[] concat(String[] a, String[] b) {
+        String[] all = java.util.Arrays.copyOf(a, a.length + b.length);
+        System.arraycopy(b, 0, all, a.length, b.length);
+        return all;
     }
 }

@@ -115,6 +115,30 @@ final class Fixtures {
         return target;
     }
 
+    private static Path finishedFsdpRun;
+
+    /**
+     * A copy, at {@code target}, of the output folder of a finished fsdp run (one rank) of {@link #sft()}: two
+     * steps, the worker's checkpoints 1 and 2 with their {@code dcp/} shards; made once per suite.
+     */
+    static synchronized Path finishedFsdpRun(Path target) throws Exception {
+        if (finishedFsdpRun == null) {
+            Path dir = Files.createTempDirectory("reliability-fsdp-fixture");
+            Path work = Files.createDirectories(dir.resolve("work"));
+            Path recipe = recipe(dir, sft());
+            Process p = Runner.start(work, List.of(recipe.toString(), "max_steps=2", "output_dir=out", "backend=fsdp",
+                    "--nproc-per-node", "1"), dir.resolve("fixture.log"));
+            if (!p.waitFor(Case.FSDP_SECONDS, TimeUnit.SECONDS) || p.exitValue() != 0) {
+                p.destroyForcibly();
+                throw new IllegalStateException("the fsdp fixture run failed: "
+                        + Files.readString(dir.resolve("fixture.log.out")) + Files.readString(dir.resolve("fixture.log.err")));
+            }
+            finishedFsdpRun = work.resolve("out");
+        }
+        copyTree(finishedFsdpRun, target);
+        return target;
+    }
+
     static void copyTree(Path from, Path to) throws IOException {
         try (Stream<Path> walk = Files.walk(from)) {
             for (Path source : walk.toList()) {

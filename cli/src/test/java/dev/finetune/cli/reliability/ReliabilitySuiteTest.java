@@ -34,6 +34,7 @@ class ReliabilitySuiteTest {
         all.addAll(UntrustedCases.all());
         all.addAll(BoundsCases.all());
         all.addAll(FaultCases.all());
+        all.addAll(WorkerCases.all());
         return all;
     }
 
@@ -41,7 +42,9 @@ class ReliabilitySuiteTest {
     @Timeout(1200)
     void everyCaseExitsCleanlyAndChangesNothingTheUserOwns(@TempDir Path root) throws Exception {
         String only = System.getProperty("reliability.only", "");
-        List<Case> cases = cases().stream().filter(c -> c.name().contains(only)).toList();
+        // -Dreliability.only=a|b runs the cases whose names contain a or b
+        List<String> wanted = List.of(only.split("\\|"));
+        List<Case> cases = cases().stream().filter(c -> wanted.stream().anyMatch(c.name()::contains)).toList();
         Set<String> names = new HashSet<>();
         for (Case c : cases) {
             assertTrue(names.add(c.name()), "duplicate case name " + c.name());

@@ -61,6 +61,16 @@ final class Runner {
     }
 
     static Process start(Path workDir, List<String> args, Path log, long fileSizeLimitKb) throws IOException {
+        return start(workDir, args, log, fileSizeLimitKb, false);
+    }
+
+    static Process start(Path workDir, List<String> args, Path log, long fileSizeLimitKb, boolean ownSession)
+            throws IOException {
+        return start(workDir, args, log, fileSizeLimitKb, ownSession, Map.of());
+    }
+
+    static Process start(Path workDir, List<String> args, Path log, long fileSizeLimitKb, boolean ownSession,
+            Map<String, String> env) throws IOException {
         List<String> command = javaCommand(args);
         if (interruptIgnored()) {
             // A suite started in the background by a non-interactive shell inherits SIGINT ignored, and the JVM
@@ -74,9 +84,16 @@ final class Runner {
             limited.addAll(command);
             command = limited;
         }
+        if (ownSession) {
+            // setsid execs in place (this JVM's child leads no group yet), so the pid stays the java's
+            List<String> session = new ArrayList<>(List.of("setsid"));
+            session.addAll(command);
+            command = session;
+        }
         ProcessBuilder builder = new ProcessBuilder(command).directory(workDir.toFile());
         builder.environment().put("OMP_WAIT_POLICY", "PASSIVE");
         builder.environment().remove("FINETUNE_JAVA_OPTS");
+        builder.environment().putAll(env);
         return builder.redirectOutput(log.resolveSibling(log.getFileName() + ".out").toFile())
                 .redirectError(log.resolveSibling(log.getFileName() + ".err").toFile()).start();
     }
@@ -88,7 +105,8 @@ final class Runner {
         Path log = dir.resolveSibling(dir.getFileName() + ".log");
         List<String> problems = new ArrayList<>();
         long started = System.nanoTime();
-        Process child = start(work, invocation.args(), log, invocation.fileSizeLimitKb());
+        Process child = start(work, invocation.args(), log, invocation.fileSizeLimitKb(), invocation.ownSession(),
+                invocation.env());
         Set<ProcessHandle> descendants = new LinkedHashSet<>();
         long peakKb = 0;
         double seconds;
@@ -184,7 +202,9 @@ final class Runner {
             problems.add("peak memory " + peakMb + " MB over the bound of " + c.megabytes() + " MB");
         }
         if (c.exit() == 2) {
-            List<String> errors = err.lines().filter(l -> l.startsWith("error: ")).toList();
+            // text reports say "error: ", --format github annotations "::error "
+            List<String> errors = (err + out).lines().filter(l -> l.startsWith("error: ") || l.startsWith("::error "))
+                    .toList();
             if (errors.size() != 1) {
                 problems.add(errors.size() + " error lines, expected one: " + firstLines(err, 4));
             } else if (!errors.get(0).contains("(hint: ")) {

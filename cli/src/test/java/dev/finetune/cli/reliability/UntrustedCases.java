@@ -5,6 +5,7 @@ import static dev.finetune.cli.reliability.Fixtures.recipe;
 import static dev.finetune.cli.reliability.Fixtures.sft;
 import static dev.finetune.cli.reliability.Fixtures.with;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -25,6 +26,39 @@ final class UntrustedCases {
         return Case.Invocation.of(recipe.toString());
     }
 
+    /**
+     * Runs the written sbatch script with stand-ins for Slurm ({@code scontrol}, {@code srun}) and for the launcher
+     * (a script recording its arguments): nothing in a value runs, and each value arrives as one argument.
+     */
+    static void slurmScriptPassesValuesLiterally(Path dir) throws Exception {
+        Path bin = Files.createDirectories(dir.resolve("stubs"));
+        WorkerCases.script(bin, "scontrol", "#!/bin/sh\necho node001\n");
+        // srun: drop its own options, run the rest once as node 0 of 2
+        WorkerCases.script(bin, "srun", "#!/bin/sh\nwhile [ \"${1#--}\" != \"$1\" ]; do shift; done\n"
+                + "SLURM_NNODES=2 SLURM_NODEID=0 exec \"$@\"\n");
+        Path calls = dir.resolve("calls.txt");
+        Path launcher = WorkerCases.script(bin, "launcher", "#!/bin/sh\nfor a in \"$@\"; do printf '%s\\n' \"$a\" >> '"
+                + calls + "'; done\necho --- >> '" + calls + "'\n");
+        String script = Files.readString(dir.resolve("work/job.sbatch"));
+        String real = Runner.repoRoot().resolve("finetune").toString();
+        assertTrue(script.contains(real), script);
+        Path runnable = dir.resolve("job-stubbed.sbatch");
+        Files.writeString(runnable, script.replace(real, launcher.toString()));
+        ProcessBuilder builder = new ProcessBuilder("bash", runnable.toString()).directory(dir.toFile())
+                .redirectErrorStream(true);
+        builder.environment().put("PATH", bin + ":" + System.getenv("PATH"));
+        builder.environment().put("SLURM_JOB_NODELIST", "node[001-002]");
+        Process p = builder.start();
+        p.getOutputStream().close();
+        String output = new String(p.getInputStream().readAllBytes(), java.nio.charset.StandardCharsets.UTF_8);
+        org.junit.jupiter.api.Assertions.assertEquals(0, p.waitFor(), output);
+        assertFalse(Files.exists(dir.resolve("X")), "a command in an override ran: " + script);
+        List<String> args = Files.readAllLines(calls);
+        assertTrue(args.contains("output_dir=./out/sb$(touch " + dir.resolve("X") + ")"), args.toString());
+        assertTrue(args.contains("wandb_name=two words"), args.toString());
+        assertTrue(args.containsAll(List.of("--node-rank", "0", "--rdzv-endpoint", "node001:29500")), args.toString());
+    }
+
     static List<Case> all() {
         return List.of(
                 Case.refused("base: a non-YAML secret file", UNTRUSTED, "must name a .yaml or .yml", dir -> {
@@ -36,6 +70,27 @@ final class UntrustedCases {
                     Files.writeString(dir.resolve(".env"), "API_KEY=sk-very-secret\n");
                     return Case.Invocation.of("validate", recipe(inner, with(sft(), "base", "../.env")).toString());
                 }).then((dir, o) -> assertFalse(o.err().contains("sk-very-secret"), o.err())),
+                // #26: a link is judged by what it points at, never by its own name
+                Case.refused("base: a .yaml link to a secret", UNTRUSTED, "not a .yaml or .yml file", dir -> {
+                    Files.writeString(dir.resolve("shadow"), SECRET + "\n");
+                    Files.createSymbolicLink(dir.resolve("common.yaml"), dir.resolve("shadow"));
+                    return Case.Invocation.of("validate", recipe(dir, with(sft(), "base", "common.yaml")).toString());
+                }).then((dir, o) -> assertFalse(o.err().contains("saltsalt") || o.out().contains("saltsalt"), o.err())),
+                Case.refused("validate a folder holding a .yaml link to a secret", UNTRUSTED, "not a .yaml or .yml file",
+                        dir -> {
+                            Path team = Files.createDirectories(dir.resolve("team"));
+                            Files.writeString(dir.resolve("shadow"), SECRET + "\nbob:$6$other$hash:19000:0:99999:7:::\n");
+                            Files.createSymbolicLink(team.resolve("shadow.yaml"), dir.resolve("shadow"));
+                            recipe(team, sft());
+                            return Case.Invocation.of("validate", team.toString(), "--format", "github");
+                        }).then((dir, o) -> assertFalse(o.err().contains("saltsalt") || o.out().contains("saltsalt")
+                                || o.out().contains("bob:") || o.err().contains("bob:"), o.out() + o.err())),
+                Case.works("launch --slurm: overrides reach each node as given", UNTRUSTED, "wrote", dir -> {
+                    Path recipe = recipe(dir, with(sft(), "hardware", "{gpus: 2, nodes: 2}", "backend", "fsdp"));
+                    return Case.Invocation.of("launch", "--slurm", "--out", "job.sbatch", "--rdzv-endpoint", "x:1",
+                            recipe.toString(), "output_dir=./out/sb$(touch " + dir.resolve("X") + ")",
+                            "wandb_name=two words", "seed=7").writing(dir.resolve("work/job.sbatch"));
+                }).then((dir, o) -> slurmScriptPassesValuesLiterally(dir)),
                 Case.refused("base: a folder", UNTRUSTED, "is a folder", dir -> {
                     Files.createDirectories(dir.resolve("common.yaml"));
                     return Case.Invocation.of("validate", recipe(dir, with(sft(), "base", "common.yaml")).toString());

@@ -35,9 +35,12 @@ import java.util.stream.Stream;
  *
  * <ul>
  *   <li>the folder is new or empty, or it is this recipe's own folder and the run resumes it; or the user asked
- *       for {@code overwrite_output_dir}, and then the old contents are deleted first, so two runs never mix;</li>
- *   <li>the folder is none of the run's inputs and holds none of them (base model, tokenizer, datasets,
- *       {@code lora_model_dir}, the recipe files): those are never overwritten, whatever the user asks;</li>
+ *       for {@code overwrite_output_dir} on an earlier run's folder, and then that run's files (the {@link RunLayout}
+ *       list its marker records) are deleted first, so two runs never mix; anything else in the folder is the
+ *       user's, and the run refuses to start rather than delete it;</li>
+ *   <li>the folder is none of the run's inputs, holds none of them and lies inside none of them (base model,
+ *       tokenizer, datasets, {@code lora_model_dir}, the recipe files): those are never written to, whatever the
+ *       user asks;</li>
  *   <li>no other live run holds it: an OS lock on {@link #LOCK}, which the kernel drops when its process dies,
  *       however it dies, so there is never a stale lock to clean up.</li>
  * </ul>
@@ -80,7 +83,7 @@ public final class OutputFolder implements AutoCloseable {
      * @param inputs every file or folder the run reads, by the recipe key that names it
      * @param resumeKeys the recipe values the run's checkpoints are valid for; their hash is the folder's owner
      * @param resuming the recipe resumes ({@code resume_from_checkpoint} or {@code auto_resume_from_checkpoints})
-     * @param overwrite {@code overwrite_output_dir}: delete a foreign or finished folder's contents and start clean
+     * @param overwrite {@code overwrite_output_dir}: delete an earlier run's own files and start clean
      * @param provenance what the run's result comes from ({@link Provenance#toJson}), recorded in the marker
      */
     public record Claim(Path folder, Map<Path, String> inputs, Map<String, String> resumeKeys, boolean resuming,
@@ -100,17 +103,86 @@ public final class OutputFolder implements AutoCloseable {
         requireNoInput(folder, inputs);
         requireFolder(folder);
         requireNotLocked(folder);
-        if (!resuming && !overwrite) {
+        if (!resuming) {
             List<String> contents = contents(folder);
             if (!contents.isEmpty()) {
                 Map<String, String> owner = ownerKeys(folder);
                 if (owner == null) {
-                    throw foreign(folder, contents);
+                    throw foreign(folder, contents, overwrite);
                 }
-                if (holdsResults(folder)) {
+                if (overwrite) {
+                    requireOnlyRunFiles(folder);
+                } else if (holdsResults(folder)) {
                     throw finishedRun(folder);
                 }
             }
+        }
+    }
+
+    /** Which backend wrote a checkpoint: each resumes only its own kind (their optimizer state differs). */
+    public enum Writer {
+        SINGLE("the single-device trainer (backend: single)", CheckpointStore.STATE),
+        FSDP("the fsdp worker (backend: fsdp)", WORKER_STATE);
+
+        private final String label;
+        private final String stateFile;
+
+        Writer(String label, String stateFile) {
+            this.label = label;
+            this.stateFile = stateFile;
+        }
+
+        /** The writer of a complete checkpoint folder, or null when it is neither backend's. */
+        public static Writer of(Path checkpoint) {
+            for (Writer w : values()) {
+                if (Files.isRegularFile(checkpoint.resolve(w.stateFile))) {
+                    return w;
+                }
+            }
+            return null;
+        }
+
+        public String label() {
+            return label;
+        }
+    }
+
+    /**
+     * Refuses, before anything is written, a resume that {@code writer} cannot continue: the checkpoint named, or
+     * with {@code resume_from_checkpoint: true} the newest complete one of either backend, was written by the other
+     * backend. Starting at step 0 instead would overwrite that run's checkpoints and metrics.
+     */
+    public static void requireResumableBy(Path folder, dev.finetune.recipes.Resume resume, Writer writer) {
+        Path checkpoint = null;
+        if (resume instanceof dev.finetune.recipes.Resume.From from) {
+            Path given = from.folder();
+            checkpoint = given.isAbsolute() || Files.isDirectory(given) ? given : folder.resolve(given);
+        } else if (resume instanceof dev.finetune.recipes.Resume.Newest) {
+            long newest = -1;
+            if (Files.isDirectory(folder)) {
+                try (Stream<Path> children = Files.list(folder)) {
+                    for (Path child : children.toList()) {
+                        String name = child.getFileName().toString();
+                        if (name.matches("checkpoint-\\d{1,18}") && Writer.of(child) != null
+                                && Long.parseLong(name.substring(11)) > newest) {
+                            newest = Long.parseLong(name.substring(11));
+                            checkpoint = child;
+                        }
+                    }
+                } catch (IOException e) {
+                    throw new UserError(folder.toString(), "cannot list output_dir: " + e.getMessage(),
+                            "check the folder's permissions");
+                }
+            }
+        }
+        Writer wrote = checkpoint == null ? null : Writer.of(checkpoint);
+        if (wrote != null && wrote != writer) {
+            Writer other = wrote;
+            throw new UserError(checkpoint.toString(), "this checkpoint was written by " + other.label() + ", and "
+                    + writer.label() + " cannot resume it (the optimizer state and data position are saved in "
+                    + "another form); starting over would overwrite that run's checkpoints",
+                    "resume it with backend: " + (other == Writer.FSDP ? "fsdp" : "single") + " and the same recipe, "
+                            + "or start this run in another output_dir");
         }
     }
 
@@ -134,7 +206,7 @@ public final class OutputFolder implements AutoCloseable {
             channel.write(ByteBuffer.wrap((ProcessHandle.current().pid() + "\n").getBytes(StandardCharsets.UTF_8)));
             Verdict verdict = verdict(claim);
             if (verdict == Verdict.CLEAN) {
-                deleteContents(folder);
+                deleteRunFiles(folder);
             }
             writeMarker(folder, claim);
             OutputFolder claimed = new OutputFolder(folder, channel, lock);
@@ -195,13 +267,53 @@ public final class OutputFolder implements AutoCloseable {
                 return Verdict.RESUME;
             }
         }
-        if (claim.overwrite()) {
+        if (owner == null) {
+            throw foreign(folder, contents, claim.overwrite());
+        }
+        if (claim.overwrite() || claim.hash().equals(ResumeKeys.hash(owner)) && !holdsResults(folder)) {
+            // the second: this recipe's earlier attempt stopped before it saved anything worth keeping
+            requireOnlyRunFiles(folder);
             return Verdict.CLEAN;
         }
-        if (owner != null && claim.hash().equals(ResumeKeys.hash(owner)) && !holdsResults(folder)) {
-            return Verdict.CLEAN; // this recipe's earlier attempt stopped before it saved anything worth keeping
+        throw finishedRun(folder);
+    }
+
+    /**
+     * Refuses to clean a folder that holds anything its run did not write (by the marker's {@link RunLayout} list):
+     * what is not a run's own file is the user's, and is never deleted.
+     */
+    private static void requireOnlyRunFiles(Path folder) {
+        List<String> entries = runEntries(folder);
+        List<String> others = contents(folder).stream().filter(name -> !RunLayout.owns(entries, name)).toList();
+        if (!others.isEmpty()) {
+            throw new UserError(folder.toString(), "output_dir holds files the run recorded in " + MARKER
+                    + " did not write, and overwrite_output_dir deletes only a run's own files: " + shown(folder, others),
+                    "move these out of output_dir (or choose another output_dir), then run again");
         }
-        throw owner != null ? finishedRun(folder) : foreign(folder, contents);
+    }
+
+    /** Names, folders marked with a slash, the first few of many. */
+    private static String shown(Path folder, List<String> names) {
+        List<String> marked = names.stream().limit(8)
+                .map(n -> Files.isDirectory(folder.resolve(n), java.nio.file.LinkOption.NOFOLLOW_LINKS) ? n + "/" : n)
+                .toList();
+        return String.join(", ", marked) + (names.size() > 8 ? ", … (" + names.size() + " entries)" : "");
+    }
+
+    /** The marker's list of what its run writes; a marker written before the list existed: this build's list. */
+    private static List<String> runEntries(Path folder) {
+        try {
+            JsonObject json = JsonParser.parseString(Files.readString(folder.resolve(MARKER), StandardCharsets.UTF_8))
+                    .getAsJsonObject();
+            if (!json.has("run_files")) {
+                return RunLayout.entries();
+            }
+            List<String> entries = new ArrayList<>();
+            json.getAsJsonArray("run_files").forEach(e -> entries.add(e.getAsString()));
+            return entries;
+        } catch (IOException | RuntimeException e) {
+            return List.of(); // unreadable: nothing in the folder is provably the run's
+        }
     }
 
     /** A checkpoint or final weights: what a run must not silently replace or mix with its own. */
@@ -232,12 +344,11 @@ public final class OutputFolder implements AutoCloseable {
                         + "its files), or choose another output_dir");
     }
 
-    private static UserError foreign(Path folder, List<String> contents) {
-        String shown = String.join(", ", contents.subList(0, Math.min(3, contents.size())))
-                + (contents.size() > 3 ? ", … (" + contents.size() + " entries)" : "");
+    private static UserError foreign(Path folder, List<String> contents, boolean overwrite) {
         return new UserError(folder.toString(), "output_dir is not empty and was not written by finetune (it holds "
-                + shown + ")", "choose a new or empty folder, or set overwrite_output_dir=true to delete its contents "
-                + "first");
+                + shown(folder, contents) + ")" + (overwrite ? "; overwrite_output_dir deletes only files a finetune "
+                + "run recorded as its own (" + MARKER + "), and there is no such record here" : ""),
+                "choose a new or empty folder for output_dir");
     }
 
     private static UserError busy(Path folder) {
@@ -258,17 +369,18 @@ public final class OutputFolder implements AutoCloseable {
         }
     }
 
-    /** The folder is none of the inputs and holds none of them. */
-    private static void requireNoInput(Path folder, Map<Path, String> inputs) {
+    /** The folder is none of the inputs, holds none of them, and is not inside an input folder. */
+    public static void requireNoInput(Path folder, Map<Path, String> inputs) {
         Path out = real(folder);
         for (Map.Entry<Path, String> input : inputs.entrySet()) {
             Path in = real(input.getKey());
-            if (in.startsWith(out)) {
+            boolean inside = out.startsWith(in) && Files.isDirectory(in);
+            if (in.startsWith(out) || inside) {
                 throw new UserError(folder.toString(), (in.equals(out) ? "output_dir is the run's input "
-                        : "output_dir holds the run's input ") + input.getKey() + " (" + input.getValue()
-                        + "), and a run writes and deletes files in its output_dir",
-                        "choose an output_dir that neither is nor contains a model, dataset or recipe the run reads "
-                                + "(inputs are never overwritten, even with overwrite_output_dir)");
+                        : inside ? "output_dir lies inside the run's input " : "output_dir holds the run's input ")
+                        + input.getKey() + " (" + input.getValue() + "), and a run writes and deletes files in its "
+                        + "output_dir", "choose an output_dir that neither is, nor contains, nor lies inside a model, "
+                        + "dataset or recipe the run reads (inputs are never written to, even with overwrite_output_dir)");
             }
         }
     }
@@ -351,6 +463,8 @@ public final class OutputFolder implements AutoCloseable {
         marker.put("claimed_at", Instant.now().toString());
         marker.put("pid", ProcessHandle.current().pid());
         marker.put("provenance", claim.provenance());
+        // what overwrite_output_dir may delete later: this run's files, never anything else in the folder
+        marker.put("run_files", RunLayout.entries());
         Path temporary = folder.resolve("." + MARKER + ".tmp");
         Files.writeString(temporary, GSON.toJson(marker) + "\n", StandardCharsets.UTF_8);
         Files.move(temporary, folder.resolve(MARKER), StandardCopyOption.REPLACE_EXISTING,
@@ -377,11 +491,15 @@ public final class OutputFolder implements AutoCloseable {
         }
     }
 
-    /** Deletes everything in the folder but the lock and the preprocess cache; links are removed, never followed. */
-    private static void deleteContents(Path folder) throws IOException {
+    /**
+     * Deletes the run's own entries (its marker's list; {@link #requireOnlyRunFiles} checked there are no others) but
+     * the lock and the preprocess cache; links are removed, never followed.
+     */
+    private static void deleteRunFiles(Path folder) throws IOException {
+        List<String> entries = runEntries(folder);
         List<Path> children;
         try (Stream<Path> listing = Files.list(folder)) {
-            children = listing.filter(p -> !kept(p)).toList();
+            children = listing.filter(p -> !kept(p) && RunLayout.owns(entries, p.getFileName().toString())).toList();
         }
         List<Path> all = new ArrayList<>();
         for (Path child : children) {

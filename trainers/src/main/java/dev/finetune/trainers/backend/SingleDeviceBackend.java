@@ -75,6 +75,8 @@ public final class SingleDeviceBackend {
         // the quick answer about output_dir, before data and model are loaded; claimOutput checks again under its lock
         OutputFolder.check(Path.of(recipe.output().outputDir()), inputs(validated), resuming(recipe),
                 recipe.output().overwriteOutputDir());
+        OutputFolder.requireResumableBy(Path.of(recipe.output().outputDir()), recipe.output().resume(),
+                OutputFolder.Writer.SINGLE);
         // every 32-bit AdamW spelling (8 bytes of moments per parameter) is the same update; 8/4-bit and SGD are
         // not (validate refuses them for hardware: cpu; a recipe that names no hardware learns it here)
         if (recipe.training().optimizer().stateBytesPerParam() != 8) {

@@ -24,10 +24,14 @@ final class DryRun {
         int perStep = accumulation * launch.worldSize();
         StringBuilder s = new StringBuilder();
         s.append("dry run: nothing started\n");
-        s.append("command: ").append(String.join(" ", quoted(launch.command(python, worker.resolve("plan.json"),
-                worker.resolve("logs"), Launch.runId(recipe))))).append('\n');
+        // the worker's code goes into a private folder made at launch; its name is known only then
+        Path code = Path.of(System.getProperty("java.io.tmpdir"), "finetune-worker-XXXX");
+        s.append("command: ").append(ShellWords.join(launch.command(python, new WorkerPython.Code(code).entry(),
+                worker.resolve("plan.json"), worker.resolve("logs"), Launch.runId(recipe)))).append('\n');
+        s.append("worker code: a private copy extracted at launch into ").append(code.getParent())
+                .append("/finetune-worker-*\n");
         s.append("environment:\n");
-        launch.environment(worker, !(recipe.hardware() instanceof Recipe.Hardware.Gpus),
+        launch.environment(!(recipe.hardware() instanceof Recipe.Hardware.Gpus),
                 Runtime.getRuntime().availableProcessors()).forEach((k, v) -> s.append("  ").append(k).append('=')
                 .append(v).append('\n'));
         s.append(String.format(Locale.ROOT, "world size: %d (%d node%s x %d process%s per node), this node's rank %d%n",
@@ -43,12 +47,5 @@ final class DryRun {
         return s.toString();
     }
 
-    static List<String> quoted(List<String> command) {
-        List<String> out = new ArrayList<>();
-        for (String part : command) {
-            out.add(part.matches("[A-Za-z0-9_./:=@%+,-]+") ? part : "'" + part.replace("'", "'\\''") + "'");
-        }
-        return out;
-    }
 
 }

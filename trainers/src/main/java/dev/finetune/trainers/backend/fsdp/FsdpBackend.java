@@ -109,9 +109,14 @@ public final class FsdpBackend {
         // The first node owns output_dir as a single-device run does (OutputFolder): the quick answer now, the
         // claim under the OS lock once the data is packed (its batch count is part of the folder's recipe hash).
         boolean owner = launch.nodeRank() == 0;
+        Path resumeFrom = null;
         if (owner) {
             OutputFolder.check(outputDir, SingleDeviceBackend.inputs(validated), SingleDeviceBackend.resuming(recipe),
                     recipe.output().overwriteOutputDir());
+            OutputFolder.requireResumableBy(outputDir, recipe.output().resume(), OutputFolder.Writer.FSDP);
+            // a checkpoint that cannot be resumed is refused before preprocess and the claim write anything
+            resumeFrom = WorkerCheckpoints.resumeFolder(recipe.output().resume(), outputDir,
+                    folder -> WorkerPython.checkpointProblem(python, folder));
         }
         if (recipe.objective() instanceof Recipe.Objective.Dpo && recipe.output().loraModelDir() != null) {
             out.printf(Locale.ROOT, "reference: the adapter from lora_model_dir %s, frozen as it starts (TRL's \"ref\" "
@@ -126,9 +131,10 @@ public final class FsdpBackend {
         }
         Preprocess.Prepared data = Preprocess.run(validated, out);
         try (OutputFolder claimed = owner ? claim(validated, data, launch, modelDir) : null) {
-            // checked under the lock, before the ranks start: a damaged checkpoint is a message, not a traceback
-            Path resumeFrom = owner ? WorkerCheckpoints.resumeFolder(recipe.output().resume(), outputDir) : null;
-            WorkerPython.extract(workerFolder);
+            // checked again under the lock, before the ranks start: nothing changed it since
+            if (resumeFrom != null) {
+                WorkerCheckpoints.verify(resumeFrom);
+            }
             WorkerPlan plan = WorkerPlan.write(recipe, data, launch, validated.plan(), modelDir, tokenizerDir,
                     resumeFrom);
             if (owner) {
@@ -139,15 +145,16 @@ public final class FsdpBackend {
                     plan.totalSteps(), plan.microBatchesPerStep(), launch.worldSize(), launch.worldSize() == 1 ? ""
                             : "s", data.evalBatches());
 
-            List<String> command = launch.command(python, plan.planFile().toAbsolutePath(),
-                    workerFolder.resolve("logs").toAbsolutePath(), Launch.runId(recipe));
-            Map<String, String> env = new LinkedHashMap<>(launch.environment(workerFolder.toAbsolutePath(), cpu,
+            Map<String, String> env = new LinkedHashMap<>(launch.environment(cpu,
                     Runtime.getRuntime().availableProcessors()));
             // the ranks stop when this process is gone, however it went: no orphan writes into a folder whose lock
             // died with it
             env.put("FINETUNE_LAUNCHER_PID", Long.toString(ProcessHandle.current().pid()));
             Trainer.Run schedule = plan.run();
-            try (RewardChannel rewards = RewardChannel.open(validated, tokenizerDir, settings.allowCommands())) {
+            try (WorkerPython.Code code = WorkerPython.privateCopy();
+                    RewardChannel rewards = RewardChannel.open(validated, tokenizerDir, settings.allowCommands())) {
+                List<String> command = launch.command(python, code.entry(), plan.planFile().toAbsolutePath(),
+                        workerFolder.resolve("logs").toAbsolutePath(), Launch.runId(recipe));
                 return rewards == null ? Torchrun.run(command, env, outputDir, launch, settings, schedule)
                         : rewards.around(env, ranks -> Torchrun.run(command, ranks, outputDir, launch, settings, schedule));
             }

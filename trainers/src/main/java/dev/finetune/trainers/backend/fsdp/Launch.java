@@ -57,9 +57,13 @@ public record Launch(int nprocPerNode, int nnodes, int nodeRank, String rdzvEndp
                 nodeRank != null ? nodeRank : 0, rdzvEndpoint, python, dryRun);
     }
 
-    /** The exact command line; {@code plan} is the worker plan, {@code logs} where torchrun tees each rank's output. */
-    public List<String> command(String interpreter, Path plan, Path logs, String runId) {
-        List<String> command = new ArrayList<>(List.of(interpreter, "-m", "torch.distributed.run"));
+    /**
+     * The exact command line; {@code entry} is the worker's own copy ({@link WorkerPython.Code#entry}), {@code plan}
+     * the worker plan, {@code logs} where torchrun tees each rank's output. torchrun and every rank run isolated
+     * ({@code -I}): nothing in the working folder can stand in for {@code torch} or a module the worker imports.
+     */
+    public List<String> command(String interpreter, Path entry, Path plan, Path logs, String runId) {
+        List<String> command = new ArrayList<>(List.of(interpreter, "-I", "-m", "torch.distributed.run"));
         if (nnodes == 1) {
             // a free port of its own: two runs on one machine never collide on 29500
             command.add("--standalone");
@@ -68,18 +72,14 @@ public record Launch(int nprocPerNode, int nnodes, int nodeRank, String rdzvEndp
                     "--rdzv-backend", "c10d", "--rdzv-endpoint", rdzvEndpoint, "--rdzv-id", runId));
         }
         command.addAll(List.of("--nproc-per-node", Integer.toString(nprocPerNode), "--tee", "3", "--log-dir",
-                logs.toString(), "-m", "finetune_worker", plan.toString()));
+                logs.toString(), "--no-python"));
+        command.addAll(WorkerPython.command(interpreter, entry, plan.toString()));
         return command;
     }
 
-    /**
-     * The environment the ranks get beyond the caller's: the worker package on the path, unbuffered output, and on
-     * CPU a fair share of the cores per rank.
-     */
-    public Map<String, String> environment(Path workerFolder, boolean cpu, int cores) {
+    /** The environment the ranks get beyond the caller's: on CPU a fair share of the cores per rank. */
+    public Map<String, String> environment(boolean cpu, int cores) {
         Map<String, String> env = new LinkedHashMap<>();
-        env.put("PYTHONPATH", workerFolder.toString());
-        env.put("PYTHONUNBUFFERED", "1");
         env.put("TOKENIZERS_PARALLELISM", "false");
         env.put("OMP_NUM_THREADS", Integer.toString(Math.max(1, cpu ? cores / nprocPerNode : 4)));
         if (cpu) {

@@ -57,6 +57,8 @@ final class RankRelay {
     private String killed;
     private String killedRank;
     private boolean done;
+    private volatile boolean stopRequested;
+    private Stopped stoppedAt;
     private String failedRank;
     /** This run's share of the summary (a resumed run counts from its resume step), as the JVM trainer sums it. */
     private long startedAt;
@@ -181,7 +183,11 @@ final class RankRelay {
         PrintWriter out = settings.out();
         switch (kind) {
             case "rank" -> {
-                pids.add(event.get("pid").getAsLong());
+                long pid = event.get("pid").getAsLong();
+                pids.add(pid);
+                if (stopRequested) {
+                    askToStop(pid);
+                }
                 out.printf(Locale.ROOT, "[%s] started, pid %d%n", who, event.get("pid").getAsLong());
             }
             case "start" -> {
@@ -216,6 +222,7 @@ final class RankRelay {
             case "checkpoint" -> out.printf(Locale.ROOT, "[%s] saved %s%n", who, event.get("folder").getAsString());
             case "saved" -> event.getAsJsonArray("files").forEach(f -> saved.add(f.getAsString()));
             case "done" -> done = true;
+            case "stopped" -> stoppedAt = new Stopped(event.get("step").getAsLong(), event.get("folder").getAsString());
             case "error" -> {
                 String message = event.get("message").getAsString();
                 // the whole traceback is printed below; the run's one-line error keeps to the point
@@ -277,7 +284,7 @@ final class RankRelay {
      * for a run that succeeded (a rank that aborts on its way out fails the run after its last step).
      */
     void finish(int exitCode) {
-        if (exitCode != 0 || failed() || metrics == null || stepsRun == 0) {
+        if (exitCode != 0 || failed() || metrics == null || stepsRun == 0 || stoppedAt != null) {
             return;
         }
         Map<String, Object> summary = TrainResults.summary(step, epoch, (lastStepAt - startedAt) / 1e9, stepsRun,
@@ -320,6 +327,32 @@ final class RankRelay {
 
     List<Long> pids() {
         return pids;
+    }
+
+    /** Where the ranks stopped on request, with the checkpoint they saved there. */
+    record Stopped(long step, String folder) {}
+
+    /** The ranks stopped on request after saving a checkpoint, or null. */
+    Stopped stoppedAt() {
+        return stoppedAt;
+    }
+
+    /**
+     * Asks every rank to stop at its next step boundary with a checkpoint (SIGUSR1: the worker's own signal, so
+     * torchrun's handling of TERM, INT and HUP never comes into it); a rank that reports later is asked when it does.
+     * Called from a signal handler: it only starts {@code kill} processes.
+     */
+    void requestStop() {
+        stopRequested = true;
+        pids.forEach(RankRelay::askToStop);
+    }
+
+    private static void askToStop(long pid) {
+        try {
+            new ProcessBuilder("kill", "-USR1", Long.toString(pid)).start();
+        } catch (IOException e) {
+            // that rank is then stopped with the others when this process ends
+        }
     }
 
     /** A rank reported an error, or the run never said it finished. */

@@ -1,6 +1,7 @@
 package dev.finetune.trainers.backend.fsdp;
 
 import dev.finetune.recipes.UserError;
+import dev.finetune.trainers.train.StopRequest;
 import dev.finetune.trainers.train.Trainer;
 import dev.finetune.trainers.train.output.LossCurve;
 import dev.finetune.trainers.train.output.MetricsLog;
@@ -16,6 +17,8 @@ import java.util.concurrent.TimeUnit;
 
 /** Process supervision: torchrun and its ranks live exactly as long as the run, and none outlives a failure. */
 final class Torchrun {
+    private static final String SETSID = "/usr/bin/setsid";
+
     private Torchrun() {}
 
     /**
@@ -26,7 +29,14 @@ final class Torchrun {
             FsdpBackend.Settings settings, Trainer.Run schedule) {
         // stdout and stderr apart: torchrun prints both of a rank's streams under one header, and a line it
         // printed half of (read while the rank was writing it) must be joined with its own stream's rest.
-        ProcessBuilder builder = new ProcessBuilder(command);
+        // In a session of its own: Ctrl-C in the terminal reaches this JVM only, which asks the ranks to stop at
+        // the next step boundary with a checkpoint (torchrun would kill them mid-step on SIGINT, SIGTERM or SIGHUP).
+        List<String> detached = new ArrayList<>();
+        if (java.nio.file.Files.isExecutable(Path.of(SETSID))) {
+            detached.add(SETSID);
+        }
+        detached.addAll(command);
+        ProcessBuilder builder = new ProcessBuilder(detached);
         builder.environment().putAll(env);
         builder.environment().putAll(settings.environment());
         Process process;
@@ -41,7 +51,8 @@ final class Torchrun {
         Runtime.getRuntime().addShutdownHook(reaper);
         StderrReader stderr = new StderrReader(process, run);
         stderr.start();
-        try (BufferedReader lines = reader(process.getInputStream())) {
+        try (AutoCloseable stopping = StopRequest.elsewhere(signal -> run.requestStop());
+                BufferedReader lines = reader(process.getInputStream())) {
             String line;
             while ((line = lines.readLine()) != null) {
                 run.stdout(line);
@@ -59,6 +70,8 @@ final class Torchrun {
             stopAll(process, run.pids());
             Thread.currentThread().interrupt();
             throw new FsdpBackend.WorkerFailed("interrupted; the ranks were stopped");
+        } catch (Exception e) {
+            throw new IllegalStateException(e); // StopRequest's scope closes without throwing
         } finally {
             run.close();
             try {
@@ -75,6 +88,10 @@ final class Torchrun {
                     + "; each rank's full output is in " + outputDir.resolve(WorkerPlan.FOLDER).resolve("logs"));
         }
         LossCurve.draw(outputDir.resolve(MetricsLog.FILE), outputDir);
+        if (run.stoppedAt() != null) {
+            throw new StopRequest.Stopped(StopRequest.requested(), run.stoppedAt().step(),
+                    "saved " + run.stoppedAt().folder());
+        }
         return run.result();
     }
 

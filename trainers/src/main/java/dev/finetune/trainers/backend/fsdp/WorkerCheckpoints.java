@@ -26,6 +26,8 @@ import java.util.stream.Stream;
  * The worker writes them (finetune_worker/checkpoints.py): HF files, {@code dcp/} shards, {@code worker_state.json}.
  */
 final class WorkerCheckpoints {
+    private static final org.apache.logging.log4j.Logger LOG =
+            org.apache.logging.log4j.LogManager.getLogger(WorkerCheckpoints.class);
     static final String CHECKSUMS = CheckpointStore.CHECKSUMS;
     private static final Pattern NAME = Pattern.compile("checkpoint-(\\d+)");
     /** A manifest line: the worker's own file names, at most one level down (the DCP shards under dcp/). */
@@ -61,7 +63,7 @@ final class WorkerCheckpoints {
      * working directory, or relative to output_dir), or with {@code resume_from_checkpoint: true} the newest intact
      * one.
      */
-    static Path resumeFolder(Resume resume, Path outputDir) {
+    static Path resumeFolder(Resume resume, Path outputDir, java.util.function.Function<Path, String> metadataProblem) {
         if (resume instanceof Resume.From from) {
             Path given = from.folder();
             Path folder = given.isAbsolute() || Files.isDirectory(given) ? given : outputDir.resolve(given);
@@ -75,7 +77,7 @@ final class WorkerCheckpoints {
                         "to continue from its weights, start a new run with lora_model_dir: " + folder
                                 + " (an adapter) or base_model: " + folder + " (a full model)");
             }
-            verify(folder);
+            verify(folder, metadataProblem);
             return folder.toAbsolutePath();
         }
         if (!(resume instanceof Resume.Newest)) {
@@ -85,7 +87,12 @@ final class WorkerCheckpoints {
         List<String> damaged = new ArrayList<>();
         for (int i = complete.size() - 1; i >= 0; i--) {
             try {
-                verify(complete.get(i));
+                verify(complete.get(i), metadataProblem);
+                if (!damaged.isEmpty()) {
+                    // never silently: the steps since this checkpoint will be trained again
+                    LOG.warn("warning: resuming from {} instead: {}", complete.get(i).getFileName(),
+                            String.join("; ", damaged));
+                }
                 return complete.get(i).toAbsolutePath();
             } catch (CheckpointStore.Damaged e) {
                 damaged.add(complete.get(i).getFileName() + " is damaged (" + e.getMessage()
@@ -98,6 +105,19 @@ final class WorkerCheckpoints {
                     + "checkpoints from a copy");
         }
         return null;
+    }
+
+    /**
+     * Every file the manifest names has its recorded SHA-256, the files a resume reads are among them, and the DCP
+     * metadata reads as plain metadata ({@code metadataProblem}: a manifest proves only that nobody changed a file
+     * after the manifest was written, not who wrote it).
+     */
+    static void verify(Path folder, java.util.function.Function<Path, String> metadataProblem) {
+        verify(folder);
+        String problem = metadataProblem.apply(folder);
+        if (problem != null) {
+            throw new CheckpointStore.Damaged(folder, problem);
+        }
     }
 
     /** Every file the manifest names has its recorded SHA-256, and the files a resume reads are among them. */

@@ -19,7 +19,7 @@ import java.util.concurrent.TimeUnit;
  * The Python interpreter that runs the worker, and the worker's files.
  *
  * <p>Found in this order: {@code --python}, {@code FINETUNE_PYTHON}, {@code .venv/bin/python} beside the launcher
- * ({@code -Dfinetune.home}), {@code python3}. {@link #check} runs {@code python -m finetune_worker check} once before
+ * ({@code -Dfinetune.home}), {@code python3}. {@link #check} runs the worker's {@code check} once before
  * torchrun, so a missing or too old torch, transformers or peft is one message with the pip command that fixes it.
  */
 public final class WorkerPython {
@@ -27,7 +27,7 @@ public final class WorkerPython {
     static final List<String> MODULES = List.of("__init__.py", "__main__.py", "checkpoints.py", "data.py",
             "distributed.py", "environment.py", "extras.py", "grpo.py", "grpo_loss.py", "head_loss.py", "hf_files.py",
             "kernels.py", "objectives.py", "packed_attention.py", "reference.py", "reward_channel.py", "rollout.py",
-            "sampler.py", "train.py");
+            "safe_dcp.py", "sampler.py", "train.py");
     private static final String RESOURCES = "/dev/finetune/trainers/python/";
 
     /** What the interpreter reported about itself. */
@@ -52,6 +52,48 @@ public final class WorkerPython {
             }
         }
         return "python3";
+    }
+
+    /**
+     * The worker's own copy of its code, in a private temporary folder (mode 700) made for one launch: the working
+     * folder, the recipe's and output_dir are never on the worker's path, so a file planted there (a {@code peft.py}
+     * in a shared recipe folder) can never stand in for a module it imports. Deleted when closed.
+     */
+    public record Code(Path folder) implements AutoCloseable {
+        /** The file the interpreter runs: the package's {@code __main__.py}, which puts {@link #folder} on its path. */
+        public Path entry() {
+            return folder.resolve("finetune_worker").resolve("__main__.py");
+        }
+
+        @Override
+        public void close() {
+            deleteQuietly(folder);
+        }
+    }
+
+    /** Extracts the worker into a new private temporary folder. */
+    public static Code privateCopy() {
+        Path folder;
+        try {
+            folder = Files.createTempDirectory("finetune-worker-", java.nio.file.attribute.PosixFilePermissions
+                    .asFileAttribute(java.nio.file.attribute.PosixFilePermissions.fromString("rwx------")));
+        } catch (IOException | UnsupportedOperationException e) {
+            throw new UserError("TMPDIR", "cannot make a private folder for the worker's code: " + e.getMessage(),
+                    "point TMPDIR at a writable local folder");
+        }
+        extract(folder);
+        return new Code(folder);
+    }
+
+    /**
+     * How an interpreter runs the worker: isolated mode ({@code -I}: neither the working folder nor the script's
+     * folder nor the user's site-packages on {@code sys.path}, no {@code PYTHON*} variables), unbuffered, from its
+     * own copy.
+     */
+    public static List<String> command(String python, Path entry, String... args) {
+        List<String> command = new ArrayList<>(List.of(python, "-I", "-u", entry.toString()));
+        command.addAll(List.of(args));
+        return command;
     }
 
     /** Copies the worker package from this jar into {@code folder}/finetune_worker; returns {@code folder}. */
@@ -91,7 +133,7 @@ public final class WorkerPython {
     private static final Map<String, Environment> PASSED = new ConcurrentHashMap<>();
 
     /**
-     * Runs {@code python -m finetune_worker check} with the worker extracted to a temporary folder (nothing is
+     * Runs the worker's {@code check} with the worker extracted to a private temporary folder (nothing is
      * written under output_dir before the check passes), once per interpreter in this process; refuses what cannot
      * run it.
      */
@@ -106,16 +148,8 @@ public final class WorkerPython {
     }
 
     private static Environment checkNow(String python) {
-        Path folder;
-        try {
-            folder = Files.createTempDirectory("finetune-worker-check");
-        } catch (IOException e) {
-            throw new UserError("python", "cannot make a temporary folder: " + e.getMessage(), "check TMPDIR");
-        }
-        try {
-            return check(python, extract(folder));
-        } finally {
-            deleteQuietly(folder);
+        try (Code code = privateCopy()) {
+            return check(python, code.folder());
         }
     }
 
@@ -129,33 +163,77 @@ public final class WorkerPython {
         }
     }
 
-    /** Runs {@code python -m finetune_worker check} with the worker in {@code workerFolder}. */
-    static Environment check(String python, Path workerFolder) {
-        List<String> command = List.of(python, "-m", "finetune_worker", "check");
+    /** What a short worker command printed, and its exit code. */
+    private record Answer(int exit, String output) {}
+
+    /**
+     * Runs a short worker command within {@link #checkSeconds} (an interpreter that hangs at start is stopped),
+     * reading at most {@link #MAX_CHECK_OUTPUT} bytes of what it prints (one that floods its output is stopped too).
+     *
+     * @param what the command, as messages name it ("environment check")
+     */
+    private static Answer ask(String python, List<String> command, String what) {
         ProcessBuilder builder = new ProcessBuilder(command).redirectErrorStream(true);
-        builder.environment().put("PYTHONPATH", workerFolder.toString());
-        String output;
-        int exit;
+        int seconds = checkSeconds(System.getenv());
         try {
             Process process = builder.start();
-            output = new String(process.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
-            if (!process.waitFor(120, TimeUnit.SECONDS)) {
+            process.getOutputStream().close();
+            BoundedOutput read = new BoundedOutput(process);
+            read.start();
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(seconds);
+            boolean ended;
+            do {
+                ended = process.waitFor(50, TimeUnit.MILLISECONDS);
+            } while (!ended && !read.overflowed() && System.nanoTime() < deadline);
+            if (!ended || read.overflowed()) {
+                process.descendants().forEach(ProcessHandle::destroyForcibly);
                 process.destroyForcibly();
-                throw new UserError("python", python + " did not answer the worker's environment check in 120 s",
-                        "check the interpreter (--python or FINETUNE_PYTHON)");
+                process.waitFor(10, TimeUnit.SECONDS);
+                throw new UserError("python", read.overflowed()
+                        ? "'" + python + "' printed more than " + MAX_CHECK_OUTPUT / 1024 + " KiB during the worker's "
+                                + what + " (it prints one short line): stopped"
+                        : "'" + python + "' did not answer the worker's " + what + " in " + seconds + " s: stopped",
+                        "check the interpreter (--python or FINETUNE_PYTHON): '" + python + " -c \"import torch\"' "
+                                + "should finish in seconds");
             }
-            exit = process.exitValue();
+            read.join(10_000);
+            return new Answer(process.exitValue(), read.text());
         } catch (IOException e) {
             throw new UserError("python", "cannot run '" + python + "': " + e.getMessage(),
                     "install Python >= 3.10 with the worker's packages, or name the interpreter with --python or "
                             + "FINETUNE_PYTHON; then: " + pipCommand(python));
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
-            throw new IllegalStateException("interrupted while checking " + python, e);
+            throw new IllegalStateException("interrupted while running " + python, e);
         }
+    }
+
+    /**
+     * Whether the DCP metadata of a worker checkpoint reads as plain metadata (finetune_worker/safe_dcp.py): the
+     * problem, or null. Asked before a resume starts any rank, so a crafted file is a refusal, never a traceback.
+     */
+    public static String checkpointProblem(String python, Path checkpoint) {
+        try (Code code = privateCopy()) {
+            Answer answer = ask(python, command(python, code.entry(), "verify-checkpoint",
+                    checkpoint.toAbsolutePath().toString()), "checkpoint check");
+            JsonObject report = lastJsonLine(answer.output());
+            if (report == null || !report.has("problem")) {
+                throw new UserError("python", "the worker's checkpoint check failed (exit " + answer.exit() + "): "
+                        + lastLine(answer.output()), "use Python >= 3.10 with the worker's packages: "
+                        + pipCommand(python));
+            }
+            return report.get("problem").isJsonNull() ? null : report.get("problem").getAsString();
+        }
+    }
+
+    /** Runs the worker's {@code check} with the worker in {@code workerFolder}. */
+    static Environment check(String python, Path workerFolder) {
+        Answer answer = ask(python, command(python, new Code(workerFolder).entry(), "check"), "environment check");
+        String output = answer.output();
+        int exit = answer.exit();
         JsonObject report = lastJsonLine(output);
         if (report == null) {
-            throw new UserError("python", "'" + python + " -m finetune_worker check' failed (exit " + exit + "): "
+            throw new UserError("python", "the worker's environment check with '" + python + "' failed (exit " + exit + "): "
                     + lastLine(output), "use Python >= 3.10 with the worker's packages: " + pipCommand(python));
         }
         List<String> problems = new ArrayList<>();
@@ -169,6 +247,60 @@ public final class WorkerPython {
         return new Environment(report.get("executable").getAsString(), report.get("python").getAsString(), packages,
                 report.get("cuda_devices").getAsInt(), report.get("bf16").getAsBoolean(),
                 report.get("bitsandbytes").isJsonNull() ? null : report.get("bitsandbytes").getAsString());
+    }
+
+    /** The most the environment check may print: its report is one line of a few hundred bytes. */
+    static final int MAX_CHECK_OUTPUT = 256 * 1024;
+
+    /** How long the environment check may take (it imports torch, transformers and peft): 120 s unless set. */
+    static int checkSeconds(Map<String, String> environment) {
+        String given = environment.get("FINETUNE_PYTHON_CHECK_SECONDS");
+        try {
+            return given == null ? 120 : Math.max(1, Integer.parseInt(given.strip()));
+        } catch (NumberFormatException e) {
+            return 120;
+        }
+    }
+
+    /** Reads a child's output up to {@link #MAX_CHECK_OUTPUT} bytes, in its own thread (the child never blocks). */
+    private static final class BoundedOutput extends Thread {
+        private final Process process;
+        private final java.io.ByteArrayOutputStream bytes = new java.io.ByteArrayOutputStream();
+        private volatile boolean overflowed;
+
+        BoundedOutput(Process process) {
+            super("python-check-output");
+            setDaemon(true);
+            this.process = process;
+        }
+
+        @Override
+        public void run() {
+            byte[] buffer = new byte[8192];
+            try (InputStream in = process.getInputStream()) {
+                for (int n; (n = in.read(buffer)) > 0; ) {
+                    synchronized (bytes) {
+                        if (bytes.size() + n > MAX_CHECK_OUTPUT) {
+                            overflowed = true;
+                            return;
+                        }
+                        bytes.write(buffer, 0, n);
+                    }
+                }
+            } catch (IOException e) {
+                // the process was stopped
+            }
+        }
+
+        boolean overflowed() {
+            return overflowed;
+        }
+
+        String text() {
+            synchronized (bytes) {
+                return bytes.toString(StandardCharsets.UTF_8);
+            }
+        }
     }
 
     private static JsonObject lastJsonLine(String output) {

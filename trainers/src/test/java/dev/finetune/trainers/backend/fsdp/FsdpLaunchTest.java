@@ -1,6 +1,7 @@
 package dev.finetune.trainers.backend.fsdp;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -50,10 +51,13 @@ class FsdpLaunchTest {
         assertEquals(8, launch.worldSize());
         String text = FsdpBackend.dryRun(recipe, launch, "/opt/py/bin/python");
         Path worker = tmp.resolve("out").toAbsolutePath().resolve("worker");
-        assertTrue(text.contains("command: /opt/py/bin/python -m torch.distributed.run --standalone --nproc-per-node 8 "
-                + "--tee 3 --log-dir " + worker.resolve("logs") + " -m finetune_worker " + worker.resolve("plan.json")),
-                text);
-        assertTrue(text.contains("  PYTHONPATH=" + worker + "\n"), text);
+        // torchrun and the ranks run isolated (-I), the worker from a private copy of its own code
+        Path code = Path.of(System.getProperty("java.io.tmpdir"), "finetune-worker-XXXX", "finetune_worker",
+                "__main__.py");
+        assertTrue(text.contains("command: /opt/py/bin/python -I -m torch.distributed.run --standalone "
+                + "--nproc-per-node 8 --tee 3 --log-dir " + worker.resolve("logs") + " --no-python /opt/py/bin/python "
+                + "-I -u " + code + " " + worker.resolve("plan.json")), text);
+        assertFalse(text.contains("PYTHONPATH"), text);
         assertTrue(text.contains("  OMP_NUM_THREADS=4\n"), text);
         assertTrue(text.contains("world size: 8 (1 node x 8 processes per node)"), text);
         assertTrue(text.contains("global batch: micro 2 x ranks 8 x accumulation 4 = 64 sequences per optimizer step "
@@ -90,10 +94,11 @@ class FsdpLaunchTest {
         assertTrue(script.contains("#SBATCH --gpus-per-node=8\n"), script);
         assertTrue(script.contains("\n/shared/finetune/finetune preprocess " + tmp.resolve("gpus.yaml")
                 + " learning_rate=2e-4\n"), script);
-        assertTrue(script.contains("srun --ntasks-per-node=1 --kill-on-bad-exit=1 bash -c 'exec "
-                + "/shared/finetune/finetune " + tmp.resolve("gpus.yaml") + " learning_rate=2e-4 backend=fsdp "
+        // the node's launcher and its arguments are "$@" of a fixed script: no value is ever pasted into its text
+        assertTrue(script.contains("srun --ntasks-per-node=1 --kill-on-bad-exit=1 bash -c 'exec \"$@\" "
                 + "--nnodes \"$SLURM_NNODES\" --node-rank \"$SLURM_NODEID\" --nproc-per-node 8 --rdzv-endpoint "
-                + "\"$0:29500\"' \"$head_node\"\n"), script);
+                + "\"$0:29500\"' \"$head_node\" /shared/finetune/finetune " + tmp.resolve("gpus.yaml")
+                + " learning_rate=2e-4 backend=fsdp\n"), script);
         // bash can parse it
         Path file = tmp.resolve("launch.sbatch");
         Files.writeString(file, script);
