@@ -179,4 +179,41 @@ final class ParallelismSection {
         return backend;
     }
 
+    /**
+     * {@code torch_compile*}, {@code liger_*} and {@code activation_offloading}. The two Liger losses are read and
+     * need nothing: the worker always applies the LM head inside its loss, one chunk of rows at a time.
+     */
+    Recipe.Speedups speedups(KeyReader top, Recipe.Training training, Recipe.Distributed distributed) {
+        Flag compile = top.flag("torch_compile", Flag.FALSE);
+        String backend = top.string("torch_compile_backend", null);
+        String mode = top.choice("torch_compile_mode", null, List.of("default", "reduce-overhead", "max-autotune",
+                "max-autotune-no-cudagraphs"));
+        List<String> liger = new java.util.ArrayList<>();
+        for (String key : new java.util.TreeSet<>(Recipe.Speedups.LIGER_KERNELS.keySet())) {
+            String kernel = Recipe.Speedups.LIGER_KERNELS.get(key);
+            if (Boolean.TRUE.equals(top.bool(key, null)) && !liger.contains(kernel)) {
+                liger.add(kernel);
+            }
+        }
+        top.bool("liger_cross_entropy", null);
+        top.bool("liger_fused_linear_cross_entropy", null);
+        boolean offload = false;
+        YamlNode n = top.node("activation_offloading");
+        if (n instanceof Scalar s && (Boolean.TRUE.equals(s.value()) || "legacy".equals(s.value()))) {
+            offload = true;
+        } else if (n instanceof Scalar s && "disk".equals(s.value())) {
+            problems.error(n.where(), "activation_offloading: disk is unsupported",
+                    "use activation_offloading: true (pinned CPU memory)");
+        } else if (n != null && !(n instanceof Scalar s && Boolean.FALSE.equals(s.value()))) {
+            problems.error(n.where(), "activation_offloading must be true, false or legacy, got " + YamlNode.describe(n),
+                    "write e.g. 'activation_offloading: true'");
+        }
+        boolean checkpointing = training.gradientCheckpointing()
+                || (distributed.fsdp() != null && distributed.fsdp().activationCheckpointing());
+        if (offload && !checkpointing) {
+            problems.error(top.at("activation_offloading"), "activation_offloading moves the checkpointed layer inputs "
+                    + "to CPU memory, and gradient_checkpointing is off", "add gradient_checkpointing: true");
+        }
+        return new Recipe.Speedups(compile, backend, mode, liger, offload);
+    }
 }

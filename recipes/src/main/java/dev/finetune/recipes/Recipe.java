@@ -21,7 +21,8 @@ public record Recipe(
         Distributed distributed,
         Hardware hardware,
         Backend backend,
-        Output output) {
+        Output output,
+        Speedups speedups) {
 
     /**
      * @param baseModel hub id ({@code meta-llama/Llama-3.1-8B}) or local directory as written
@@ -119,6 +120,35 @@ public record Recipe(
     }
 
     public enum Flag { TRUE, FALSE, AUTO }
+
+    /**
+     * Speed-only settings of the torch worker: they change how it computes, never what (the worker's tests hold each to
+     * its plain path). The JVM trainer already runs each layer as one compiled TorchScript module and ignores them.
+     *
+     * @param torchCompile {@code torch_compile}: compile each decoder layer (true; auto: on a GPU)
+     * @param compileBackend {@code torch_compile_backend}, or null for torch's default (inductor)
+     * @param compileMode {@code torch_compile_mode}, or null for torch's default
+     * @param liger the fused kernels the {@code liger_*} keys ask for, by Liger's own names ({@link #LIGER_KERNELS})
+     * @param activationOffloading {@code activation_offloading}: the checkpointed layer inputs wait in CPU memory
+     */
+    public record Speedups(Flag torchCompile, String compileBackend, String compileMode, List<String> liger,
+            boolean activationOffloading) {
+
+        /** The recipe key of each Liger kernel the worker applies, and Liger's name for it. */
+        public static final Map<String, String> LIGER_KERNELS = Map.of("liger_rms_norm", "rms_norm", "liger_rope",
+                "rope", "liger_swiglu", "swiglu", "liger_glu_activation", "swiglu", "liger_layer_norm", "layer_norm");
+
+        public static final Speedups NONE = new Speedups(Flag.FALSE, null, null, List.of(), false);
+
+        public Speedups {
+            liger = List.copyOf(new java.util.TreeSet<>(liger));
+        }
+
+        /** Whether the worker compiles its decoder layers on this kind of device. */
+        public boolean compiles(boolean gpu) {
+            return torchCompile == Flag.TRUE || (torchCompile == Flag.AUTO && gpu);
+        }
+    }
 
     /**
      * The optimizers we run, by Axolotl/HF name, with what each keeps per trainable parameter (the plan's optimizer

@@ -32,6 +32,7 @@ final class RecipeReader {
         Recipe.Hardware hardware = parallelism.hardware(top);
         Recipe.Distributed distributed = parallelism.distributed(top, training, adapter, objective);
         Recipe.Backend backend = parallelism.backend(top, hardware, distributed, training);
+        Recipe.Speedups speedups = parallelism.speedups(top, training, distributed);
         Recipe.Output output = new OutputSection(problems, recipeDir).output(top, data, adapter);
         if (objective instanceof Recipe.Objective.Grpo grpo && grpo.beta() != 0 && adapter instanceof AdapterSpec.Full) {
             // the KL term needs the reference model; with LoRA it is the adapter switched off, a full fine-tune
@@ -42,6 +43,6 @@ final class RecipeReader {
         }
         top.finish();
         return new Recipe(model, adapter, data, training, batch, precision, objective, distributed, hardware, backend,
-                output);
+                output, speedups);
     }
 }

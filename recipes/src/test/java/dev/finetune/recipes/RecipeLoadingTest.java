@@ -43,7 +43,8 @@ class RecipeLoadingTest {
         Recipe.Data d = r.data();
         return new Recipe(r.model(), r.adapter(), new Recipe.Data(strip(d.datasets()), strip(d.testDatasets()),
                 d.valSetSize(), d.preparedPath(), d.trainOnInputs(), d.excessLength(), d.skipInvalidRows()), r.training(), r.batch(), r.precision(),
-                r.objective(), r.distributed(), r.hardware(), r.backend(), r.output());
+                r.objective(), r.distributed(), r.hardware(), r.backend(), r.output(),
+                r.speedups());
     }
 
     private static List<DatasetSpec> strip(List<DatasetSpec> specs) {

@@ -46,7 +46,8 @@ class RecipeSetupTest {
                 new Recipe.Distributed(fsdp, 1, 1),
                 hardware,
                 Recipe.Backend.AUTO,
-                new Recipe.Output("out", new dev.finetune.recipes.Resume.Fresh(), null, dev.finetune.recipes.SaveStrategy.STEPS, null, null, 4, dev.finetune.recipes.EvalStrategy.NO, null, null, null, null, null, false, false));
+                new Recipe.Output("out", new dev.finetune.recipes.Resume.Fresh(), null, dev.finetune.recipes.SaveStrategy.STEPS, null, null, 4, dev.finetune.recipes.EvalStrategy.NO, null, null, null, null, null, false, false),
+                Recipe.Speedups.NONE);
     }
 
     static final AdapterSpec QLORA = new AdapterSpec.Lora(16, 32, 0.05, List.of(), true, false, new AdapterSpec.Nf4(64, true));
