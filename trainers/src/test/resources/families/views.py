@@ -8,6 +8,8 @@ REQUESTS.json is a list of objects, each with a "kind" and its own fields; OUT.j
   generate: {"model", "ids", "new_tokens"} -> {"tokens": [...]}: greedy continuation with transformers' KV cache
   merged:   {"model", "adapter", "out"} -> {"parameters": n}: PEFT's merge_and_unload() saved to "out"
   peft:     {"model", "adapter"} -> {"missing": [...], "unexpected": [...], "trainable": n}: how the adapter loads
+  adapter:  {"model", "out", "r", "target_modules", "target_parameters"} -> {"trainable": n}: a PEFT LoRA adapter with
+            random A and B (B is zero as PEFT starts it, which would merge to nothing) saved to "out"
 """
 import json
 import sys
@@ -64,7 +66,23 @@ def peft(request):
             "trainable": sum(p.numel() for p in model.parameters() if p.requires_grad)}
 
 
-KINDS = {"logits": logits, "generate": generate, "merged": merged, "peft": peft}
+def adapter(request):
+    from peft import LoraConfig, get_peft_model
+
+    model = AutoModelForCausalLM.from_pretrained(request["model"], dtype=torch.float32)
+    config = LoraConfig(r=request["r"], lora_alpha=2 * request["r"], target_modules=request["target_modules"],
+                        target_parameters=request.get("target_parameters") or None)
+    model = get_peft_model(model, config)
+    torch.manual_seed(11)
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if "lora_" in name:
+                parameter.normal_(0.0, 0.2)
+    model.save_pretrained(request["out"])
+    return {"trainable": sum(p.numel() for p in model.parameters() if p.requires_grad)}
+
+
+KINDS = {"logits": logits, "generate": generate, "merged": merged, "peft": peft, "adapter": adapter}
 
 
 def main(requests_path, out_path):

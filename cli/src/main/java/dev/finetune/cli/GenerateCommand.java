@@ -102,6 +102,13 @@ final class GenerateCommand implements Callable<Integer> {
     private int generate(List<long[]> prompts, Tokenizer tokenizer) {
         // Checked before the engine starts, so a typo costs no model load.
         dev.finetune.recipes.model.ModelConfig config = SavedModels.config(modelDir);
+        String notInJvm = config.notInJvmBecause();
+        if (notInJvm != null) {
+            // generate runs the in-JVM model; the worker trains these families but does not serve them
+            throw new UserError(modelDir.toString(), "generate cannot run this model: " + notInJvm,
+                    "load it with transformers (a LoRA output_dir with PEFT's PeftModel.from_pretrained on its base),"
+                            + " or fold the adapter in with finetune merge-lora and use any Hugging Face runtime");
+        }
         int vocabulary = config.vocabSize();
         int context = config.maxPositionEmbeddings();
         for (int p = 0; p < prompts.size(); p++) {

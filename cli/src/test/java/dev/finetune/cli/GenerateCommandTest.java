@@ -81,6 +81,19 @@ class GenerateCommandTest {
         assertTrue(!outOfVocabulary.stderr().contains("\tat "), "no stack trace for bad input: " + outOfVocabulary.stderr());
     }
 
+    /** Families the in-JVM model does not implement are refused before any weight is read, saying where to go. */
+    @Test
+    void aFamilyTheJvmDoesNotRunIsReferredToTransformers(@org.junit.jupiter.api.io.TempDir java.nio.file.Path dir)
+            throws Exception {
+        Files.writeString(dir.resolve("config.json"), """
+                {"model_type": "gemma2", "hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 2,
+                 "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8, "vocab_size": 512}""");
+        Run gemma = finetune("generate", dir.toString(), "--prompt-ids", "1,2");
+        assertEquals(2, gemma.exitCode(), gemma.stderr());
+        assertTrue(gemma.stderr().contains("generate cannot run this model") && gemma.stderr().contains("not gemma2")
+                && gemma.stderr().contains("merge-lora"), gemma.stderr());
+    }
+
     private static Run finetune(String... args) throws IOException, InterruptedException {
         List<String> command = new ArrayList<>(List.of(Path.of(System.getProperty("java.home"), "bin", "java").toString(),
                 "-XX:+UseSerialGC", "-Dai.djl.offline=true", "-cp", System.getProperty("java.class.path"), Main.class.getName()));

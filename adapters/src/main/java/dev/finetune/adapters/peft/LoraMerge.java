@@ -10,8 +10,8 @@ import java.util.Map;
 import java.util.TreeSet;
 
 /**
- * Folds a LoRA adapter into the base weights: {@code W' = W + scaling·B·A} for every adapted layer, giving plain
- * weights that any Hugging Face loader reads without PEFT.
+ * Folds a LoRA adapter into the base weights: {@code W' = W + scaling·B·A} for every adapted layer (per expert for
+ * stacked MoE experts, {@link ExpertLoraMerge}), giving plain weights that any Hugging Face loader reads without PEFT.
  */
 public final class LoraMerge {
     private LoraMerge() {}
@@ -29,7 +29,17 @@ public final class LoraMerge {
         for (String module : modules(adapter, adapterWhere)) {
             NDArray a = require(adapter, PeftNames.loraA(module), adapterWhere);
             NDArray b = require(adapter, PeftNames.loraB(module), adapterWhere);
+            java.util.Optional<String> expertsOf = ExpertLoraMerge.layerOf(module);
+            if (expertsOf.isPresent()) {
+                ExpertLoraMerge.merge(merged, expertsOf.get(), a, b, config.r(), config.scaling(), adapterWhere);
+                continue;
+            }
             String weightName = module + ".weight";
+            // a router PEFT adapted as a parameter is named as transformers 5 names it; Mixtral's checkpoints keep
+            // the older block name
+            if (!base.containsKey(weightName) && weightName.contains(".mlp.gate.")) {
+                weightName = weightName.replace(".mlp.gate.", ".block_sparse_moe.gate.");
+            }
             NDArray weight = base.get(weightName);
             if (weight == null) {
                 throw new UserError(adapterWhere, "the adapter changes " + module + " but the base model has no "
