@@ -2,7 +2,6 @@ package dev.finetune.cli;
 
 import dev.finetune.recipes.UserError;
 import dev.finetune.recipes.ValidatedRecipe;
-import dev.finetune.recipes.plan.Devices;
 import dev.finetune.recipes.plan.MemoryEstimate;
 import java.io.PrintWriter;
 import java.nio.file.Path;
@@ -54,7 +53,7 @@ final class DiffCommand implements Callable<Integer> {
         out.println(changes.isEmpty() ? "recipe: the same after resolving"
                 : "recipe: " + changes.size() + " key" + (changes.size() == 1 ? "" : "s") + " differ");
         changes.forEach(c -> out.println("  " + c.describe()));
-        section(out, "batch plan", lines(before.plan().describe()), lines(after.plan().describe()));
+        section(out, "batch plan", lines(before.describe()), lines(after.describe()));
         section(out, "memory plan", memory(before, a), memory(after, b));
         return Main.OK;
     }
@@ -102,7 +101,7 @@ final class DiffCommand implements Callable<Integer> {
     private static Map<String, String> memory(ValidatedRecipe recipe, Path file) {
         Map<String, String> out = new LinkedHashMap<>();
         try {
-            MemoryEstimate e = PlanCommand.memoryPlan(recipe, file, null, Devices.of(recipe.recipe().hardware()), null)
+            MemoryEstimate e = PlanCommand.memoryPlan(recipe, file, null, null)
                     .estimate();
             out.put("hardware", e.setup().hardware().label());
             out.put("peak per device", String.format(Locale.ROOT, "%.2f GiB", e.peakBytes() / GIB));

@@ -1,8 +1,6 @@
 package dev.finetune.cli;
 
-import dev.finetune.recipes.Recipe;
-import dev.finetune.recipes.UserError;
-import dev.finetune.recipes.plan.Devices;
+import dev.finetune.recipes.LaunchShape;
 import dev.finetune.recipes.plan.MemorySize;
 import picocli.CommandLine.Option;
 
@@ -17,24 +15,9 @@ final class GpuOptions {
     @Option(names = "--gpu-memory", paramLabel = "SIZE", description = "memory of one GPU, e.g. 80GiB (default: the recipe's)")
     String memory;
 
-    /** The GPUs given here, completed from the recipe's {@code hardware:}. */
-    Devices resolve(Recipe r) {
-        Recipe.Hardware.Gpus written = r.hardware() instanceof Recipe.Hardware.Gpus w ? w : null;
-        int gpus = perNode != null ? perNode : written != null ? written.perNode() : 1;
-        int machines = nodes != null ? nodes : written != null ? written.nodes() : 1;
-        if (gpus < 1 || gpus > Recipe.Hardware.MAX_GPUS_PER_NODE) {
-            throw new UserError("--gpus", "must be from 1 to " + Recipe.Hardware.MAX_GPUS_PER_NODE + " GPUs per node, got "
-                    + gpus, "pass e.g. --gpus 8 (or --cpu to plan for this machine)");
-        }
-        if (machines < 1 || machines > Recipe.Hardware.MAX_NODES) {
-            throw new UserError("--nodes", "must be from 1 to " + Recipe.Hardware.MAX_NODES + ", got " + machines,
-                    "pass e.g. --nodes 2");
-        }
-        Long bytes = memory != null ? Long.valueOf(MemorySize.parse(memory, "--gpu-memory"))
-                : written != null ? written.gpuMemoryBytes() : null;
-        if (bytes == null) {
-            throw new UserError("--gpu-memory", "the plan needs the memory of one GPU", "pass --gpu-memory 80GiB");
-        }
-        return Devices.gpus(gpus, machines, bytes);
+    /** The GPUs given here; {@link dev.finetune.recipes.ResolvedRun} completes them from the recipe's hardware. */
+    LaunchShape shape() {
+        return LaunchShape.gpus(perNode, nodes, memory != null ? Long.valueOf(MemorySize.parse(memory, "--gpu-memory"))
+                : null);
     }
 }

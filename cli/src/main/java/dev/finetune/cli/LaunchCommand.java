@@ -7,6 +7,8 @@ import dev.finetune.trainers.backend.fsdp.SlurmScript;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Mixin;
@@ -35,9 +37,12 @@ final class LaunchCommand implements Callable<Integer> {
 
     @Override
     public Integer call() {
-        ValidatedRecipe validated = recipeArgs.load();
+        // resolved as each node's launcher will run it: the script adds backend=fsdp
+        List<String> asRun = new ArrayList<>(recipeArgs.overrides);
+        asRun.add("backend=fsdp");
+        ValidatedRecipe validated = ValidatedRecipe.load(recipeArgs.recipe(), asRun, launchOptions.shape());
         ValidateCommand.printWarnings(spec.commandLine().getErr(), validated.warnings());
-        Launch launch = launchOptions.launch(validated.recipe());
+        Launch launch = launchOptions.launch(validated.run());
         Path outputDir = Path.of(validated.recipe().output().outputDir());
         String home = System.getProperty("finetune.home");
         String launcher = home != null ? Path.of(home).resolve("finetune").toAbsolutePath().toString() : "finetune";

@@ -1,18 +1,16 @@
 package dev.finetune.cli;
 
-import dev.finetune.recipes.Recipe;
+import dev.finetune.recipes.LaunchShape;
+import dev.finetune.recipes.ResolvedRun;
 import dev.finetune.recipes.UserError;
 import dev.finetune.trainers.backend.fsdp.Launch;
+import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Option;
 
 /** The torchrun options of the fsdp backend, shared by training and {@code launch}. */
 final class LaunchOptions {
-    @Option(names = "--nproc-per-node", paramLabel = "N",
-            description = "fsdp: processes on this node (default: hardware.gpus; on CPU, ranks over gloo).")
-    Integer nprocPerNode;
-
-    @Option(names = "--nnodes", paramLabel = "M", description = "fsdp: nodes (default: hardware.nodes).")
-    Integer nnodes;
+    @Mixin
+    RankOptions ranks = new RankOptions();
 
     @Option(names = "--node-rank", paramLabel = "K", description = "fsdp: this node's rank, 0..M-1.")
     Integer nodeRank;
@@ -28,15 +26,24 @@ final class LaunchOptions {
     @Option(names = "--dry-run", description = "fsdp: print the torchrun command, environment and global batch; start nothing.")
     boolean dryRun;
 
-    Launch launch(Recipe recipe) {
-        return Launch.resolve(recipe, nprocPerNode, nnodes, nodeRank, rdzvEndpoint, python, dryRun);
+    /** What these flags ask of the run's shape; the recipe is resolved with it ({@link ResolvedRun}). */
+    LaunchShape shape() {
+        return ranks.shape(LaunchShape.RECIPE);
     }
 
-    /** The single-device backend takes none of these: saying so beats ignoring them. */
+    /** How this node starts the resolved run's ranks. */
+    Launch launch(ResolvedRun run) {
+        return new Launch(run, nodeRank != null ? nodeRank : 0, rdzvEndpoint, python, dryRun);
+    }
+
+    /**
+     * The single-device backend takes none of the node's flags: saying so beats ignoring them (the resolution already
+     * refuses {@code --nproc-per-node} and {@code --nnodes} there).
+     */
     void requireUnused() {
-        if (nprocPerNode != null || nnodes != null || nodeRank != null || rdzvEndpoint != null || dryRun) {
-            throw new UserError("backend", "--nproc-per-node, --nnodes, --node-rank, --rdzv-endpoint and --dry-run "
-                    + "belong to the fsdp backend, and this recipe runs on the single-device one",
+        if (nodeRank != null || rdzvEndpoint != null || dryRun) {
+            throw new UserError("backend", "--node-rank, --rdzv-endpoint and --dry-run belong to the fsdp backend, and "
+                    + "this recipe runs on the single-device one",
                     "add backend=fsdp to the command line (or backend: fsdp to the recipe)");
         }
     }

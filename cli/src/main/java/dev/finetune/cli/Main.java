@@ -3,9 +3,9 @@ package dev.finetune.cli;
 import dev.finetune.recipes.Finding;
 import dev.finetune.recipes.FinetuneVersion;
 import dev.finetune.recipes.InvalidRecipe;
+import dev.finetune.recipes.ResolvedRun;
 import dev.finetune.recipes.UserError;
 import dev.finetune.recipes.ValidatedRecipe;
-import dev.finetune.recipes.plan.Devices;
 import dev.finetune.recipes.plan.MemoryEstimate;
 import dev.finetune.recipes.plan.MemoryPlan;
 import dev.finetune.recipes.plan.PlanText;
@@ -83,18 +83,17 @@ public final class Main implements Callable<Integer> {
                     + "command such as finetune validate RECIPE.yaml; see the usage above)");
             return BAD_INPUT;
         }
-        ValidatedRecipe validated = recipeArgs.load();
+        ValidatedRecipe validated = recipeArgs.load(launchOptions.shape());
         ValidateCommand.printWarnings(spec.commandLine().getErr(), validated.warnings());
-        out.print(validated.plan().describe());
+        out.print(validated.describe());
         // A recipe this build cannot run is refused before its memory is even estimated.
-        boolean fsdp = FsdpBackend.wanted(validated.recipe(), launchOptions.nprocPerNode);
+        boolean fsdp = validated.run().backend() == ResolvedRun.Backend.FSDP;
         if (fsdp) {
-            FsdpBackend.requireRunnable(validated.recipe());
+            FsdpBackend.requireRunnable(validated);
         } else {
             launchOptions.requireUnused();
-            SingleDeviceBackend.requireRunnable(validated.recipe());
         }
-        RunPlan run = requireFits(validated, !fsdp);
+        RunPlan run = requireFits(validated);
         MemoryPlan plan = run.memory();
         if (fsdp) {
             // the sharded terms, all-gather and reduce-scatter buffers and the per-rank peak, before anything starts
@@ -110,7 +109,7 @@ public final class Main implements Callable<Integer> {
     /** {@code backend: fsdp}: torchrun and the Python worker; {@code --dry-run} only prints what would start. */
     private int trainFsdp(ValidatedRecipe validated, RunPlan run) {
         PrintWriter out = spec.commandLine().getOut();
-        Launch launch = launchOptions.launch(validated.recipe());
+        Launch launch = launchOptions.launch(validated.run());
         if (launch.dryRun()) {
             out.print(FsdpBackend.dryRun(validated, launch, WorkerPython.find(launch.python(), System.getenv(),
                     System.getProperty("finetune.home"))));
@@ -129,13 +128,13 @@ public final class Main implements Callable<Integer> {
     }
 
     /** Refuses, before anything is loaded or written, a recipe whose memory plan exceeds the device it names. */
-    private RunPlan requireFits(ValidatedRecipe validated, boolean inThisJvm) {
+    private RunPlan requireFits(ValidatedRecipe validated) {
         PrintWriter out = spec.commandLine().getOut();
         Path recipe = recipeArgs.recipe();
-        Devices hardware = Devices.of(validated.recipe().hardware());
         // The engine loads for training anyway; measuring this CPU first costs a few tens of milliseconds.
-        RunPlan run = PlanCommand.runPlan(validated, recipe, null, hardware, null,
-                inThisJvm && hardware.onCpu() ? GemmRate.ENGINE : null);
+        boolean jvmOnCpu = validated.run().backend() == ResolvedRun.Backend.SINGLE
+                && validated.run().device() == ResolvedRun.Device.CPU;
+        RunPlan run = PlanCommand.runPlan(validated, recipe, null, null, jvmOnCpu ? GemmRate.ENGINE : null);
         MemoryPlan plan = run.memory();
         MemoryEstimate estimate = plan.estimate();
         double gib = 1024.0 * 1024.0 * 1024.0;

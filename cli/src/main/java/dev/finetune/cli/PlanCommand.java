@@ -1,10 +1,9 @@
 package dev.finetune.cli;
 
-import dev.finetune.recipes.BatchPlan;
-import dev.finetune.recipes.Recipe;
+import dev.finetune.recipes.LaunchShape;
+import dev.finetune.recipes.ResolvedRun;
 import dev.finetune.recipes.UserError;
 import dev.finetune.recipes.ValidatedRecipe;
-import dev.finetune.recipes.plan.Devices;
 import dev.finetune.recipes.plan.MemoryPlan;
 import dev.finetune.recipes.plan.PlanJson;
 import dev.finetune.recipes.plan.PlanText;
@@ -44,6 +43,9 @@ final class PlanCommand implements Callable<Integer> {
         boolean cpu;
     }
 
+    @Mixin
+    RankOptions ranks = new RankOptions();
+
     @Option(names = "--model-config", paramLabel = "PATH",
             description = "config.json (or its directory) of a model the built-in table does not know")
     Path modelConfig;
@@ -58,17 +60,15 @@ final class PlanCommand implements Callable<Integer> {
     @Override
     public Integer call() {
         PrintWriter out = spec.commandLine().getOut();
-        ValidatedRecipe validated = recipeArgs.load();
+        ValidatedRecipe validated = recipeArgs.load(ranks.shape(hardware()));
         ValidateCommand.printWarnings(spec.commandLine().getErr(), validated.warnings());
-        BatchPlan batch = validated.plan();
-        Devices hardware = hardware(validated.recipe());
-        RunPlan run = runPlan(validated, recipeArgs.recipe(), modelConfig, hardware, regime(),
-                hardware.onCpu() ? GemmRate.ENGINE : null);
+        RunPlan run = runPlan(validated, recipeArgs.recipe(), modelConfig, regime(),
+                validated.run().device() == ResolvedRun.Device.CPU ? GemmRate.ENGINE : null);
         MemoryPlan plan = run.memory();
         if (json) {
             out.println(PlanJson.render(run));
         } else {
-            out.print(batch.describe());
+            out.print(validated.describe());
             out.println();
             out.print(PlanText.render(plan));
             out.println();
@@ -84,22 +84,22 @@ final class PlanCommand implements Callable<Integer> {
      * @param modelConfig a config.json for a model the built-in table does not know, or {@code null}
      * @param regime {@code null} for what our trainers run
      */
-    static MemoryPlan memoryPlan(ValidatedRecipe validated, Path recipe, Path modelConfig, Devices hardware,
-            PrecisionRegime regime) {
-        return runPlan(validated, recipe, modelConfig, hardware, regime, null).memory();
+    static MemoryPlan memoryPlan(ValidatedRecipe validated, Path recipe, Path modelConfig, PrecisionRegime regime) {
+        return runPlan(validated, recipe, modelConfig, regime, null).memory();
     }
 
     /** Memory and time; {@code cpu} measures this machine when the run is on CPU ({@code null}: no time there). */
-    static RunPlan runPlan(ValidatedRecipe validated, Path recipe, Path modelConfig, Devices hardware,
-            PrecisionRegime regime, RunPlan.CpuRate cpu) {
-        return RunPlan.of(validated, recipe.toAbsolutePath().normalize().getParent(), modelConfig, hardware, regime, cpu);
+    static RunPlan runPlan(ValidatedRecipe validated, Path recipe, Path modelConfig, PrecisionRegime regime,
+            RunPlan.CpuRate cpu) {
+        return RunPlan.of(validated, recipe.toAbsolutePath().normalize().getParent(), modelConfig, regime, cpu);
     }
 
-    private Devices hardware(Recipe r) {
+    /** The hardware flags: the GPUs given, this machine's CPU, or the recipe's own {@code hardware:}. */
+    private LaunchShape hardware() {
         if (where == null) {
-            return Devices.of(r.hardware());
+            return LaunchShape.RECIPE;
         }
-        return where.cpu ? Devices.thisMachine() : where.gpus.resolve(r);
+        return where.cpu ? new LaunchShape(null, null, null, null, null, true) : where.gpus.shape();
     }
 
     private PrecisionRegime regime() {

@@ -1,5 +1,6 @@
 package dev.finetune.cli;
 
+import dev.finetune.recipes.LaunchShape;
 import dev.finetune.recipes.ValidatedRecipe;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -39,6 +40,11 @@ final class RecipeArgs {
 
     /** Reads, resolves and validates the recipe with its overrides; every error at once as an InvalidRecipe. */
     ValidatedRecipe load() {
-        return ValidatedRecipe.load(recipe(), overrides);
+        return load(LaunchShape.RECIPE);
+    }
+
+    /** The same, resolved for the command line's launch or hardware flags. */
+    ValidatedRecipe load(LaunchShape shape) {
+        return ValidatedRecipe.load(recipe(), overrides, shape);
     }
 }

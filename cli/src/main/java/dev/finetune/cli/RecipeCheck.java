@@ -2,6 +2,8 @@ package dev.finetune.cli;
 
 import dev.finetune.recipes.Finding;
 import dev.finetune.recipes.InvalidRecipe;
+import dev.finetune.recipes.LaunchShape;
+import dev.finetune.recipes.Recipe;
 import dev.finetune.recipes.RecipeKeys;
 import dev.finetune.recipes.RecipeLoader;
 import dev.finetune.recipes.UserError;
@@ -10,14 +12,12 @@ import dev.finetune.recipes.YamlNode;
 import dev.finetune.recipes.plan.Devices;
 import dev.finetune.recipes.plan.MemoryEstimate;
 import dev.finetune.recipes.plan.MemoryPlan;
-import dev.finetune.recipes.plan.RecipeSetup;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
-import java.util.function.Function;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
@@ -85,10 +85,10 @@ final class RecipeCheck {
     /**
      * Reads the recipe once (with its {@code base:} files and the overrides) and validates it.
      *
-     * @param hardware {@code null} for no memory verdict; else the hardware to plan for, {@code null} from it when
-     *     neither the recipe nor the command line names any
+     * @param shape the command line's {@code --gpus/--nodes/--gpu-memory}, or {@link LaunchShape#RECIPE}
+     * @param plan whether to add the memory verdict on that hardware (or the recipe's own)
      */
-    static Verdict check(Path file, List<String> overrides, Function<ValidatedRecipe, Devices> hardware) {
+    static Verdict check(Path file, List<String> overrides, LaunchShape shape, boolean plan) {
         List<Located> findings = new ArrayList<>();
         YamlNode.Mapping tree;
         try {
@@ -105,7 +105,7 @@ final class RecipeCheck {
         Map<String, String> keys = keysByPlace(tree);
         ValidatedRecipe validated;
         try {
-            validated = ValidatedRecipe.validate(tree, file.toAbsolutePath().normalize().getParent());
+            validated = ValidatedRecipe.validate(tree, file.toAbsolutePath().normalize().getParent(), shape);
         } catch (InvalidRecipe e) {
             e.errors().forEach(f -> findings.add(locate(file, f, Severity.ERROR, keys)));
             e.warnings().forEach(f -> findings.add(locate(file, f, Severity.WARNING, keys)));
@@ -115,23 +115,23 @@ final class RecipeCheck {
             return new Verdict(file, false, findings, null, null);
         }
         validated.warnings().forEach(f -> findings.add(locate(file, f, Severity.WARNING, keys)));
-        Memory memory = hardware == null ? null : memory(file, validated, hardware, findings, keys);
+        Memory memory = plan ? memory(file, validated, shape, findings, keys) : null;
         return new Verdict(file, false, findings, validated, memory);
     }
 
-    private static Memory memory(Path file, ValidatedRecipe validated, Function<ValidatedRecipe, Devices> hardware,
-            List<Located> findings, Map<String, String> keys) {
+    private static Memory memory(Path file, ValidatedRecipe validated, LaunchShape shape, List<Located> findings,
+            Map<String, String> keys) {
         MemoryPlan plan;
         Devices target;
         try {
-            target = hardware.apply(validated);
-            if (target == null) {
+            if (!shape.namesGpus() && validated.recipe().hardware() instanceof Recipe.Hardware.Unspecified) {
                 findings.add(new Located(file, file.toString(), file.toString(), null, null, "hardware", Severity.WARNING,
                         "memory not checked: the recipe declares no hardware",
                         "add e.g. hardware: {gpus: 1, gpu_memory: 24GiB}, or pass --gpus and --gpu-memory"));
                 return null;
             }
-            plan = PlanCommand.memoryPlan(validated, file, null, target, null);
+            plan = PlanCommand.memoryPlan(validated, file, null, null);
+            target = plan.estimate().setup().hardware();
         } catch (UserError e) {
             // Planning needs the model's architecture; a model we cannot size is a gap in the check, not a bad recipe.
             Located cause = locate(file, new Finding(e.where(), e.getMessage(), e.hint()), Severity.WARNING, keys);

@@ -21,7 +21,7 @@ final class TextReport {
             } else if (v.valid()) {
                 out.println("valid: " + v.recipe());
                 if (single) {
-                    out.print(v.validated().plan().describe());
+                    out.print(v.validated().describe());
                 }
             } else if (!single) {
                 out.println("invalid: " + v.recipe() + " (" + v.errors() + " error" + (v.errors() == 1 ? "" : "s") + ")");

@@ -2,17 +2,14 @@ package dev.finetune.cli;
 
 import dev.finetune.cli.RecipeCheck.Verdict;
 import dev.finetune.recipes.Finding;
-import dev.finetune.recipes.Recipe;
+import dev.finetune.recipes.LaunchShape;
 import dev.finetune.recipes.UserError;
-import dev.finetune.recipes.ValidatedRecipe;
-import dev.finetune.recipes.plan.Devices;
 import java.io.PrintWriter;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.Callable;
-import java.util.function.Function;
 import picocli.CommandLine.ArgGroup;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Model.CommandSpec;
@@ -69,11 +66,11 @@ final class ValidateCommand implements Callable<Integer> {
         if (flatten) {
             return flatten(files, overrides, report);
         }
-        Function<ValidatedRecipe, Devices> hardware = plan ? this::hardware : null;
+        LaunchShape shape = gpus != null ? gpus.shape() : LaunchShape.RECIPE;
         List<Verdict> verdicts = new ArrayList<>();
         for (RecipeFiles.Entry file : files) {
             verdicts.add(file.fragment() ? RecipeCheck.fragment(file.path())
-                    : RecipeCheck.check(file.path(), overrides, hardware));
+                    : RecipeCheck.check(file.path(), overrides, shape, plan));
         }
         boolean single = paths.size() == 1 && Files.isRegularFile(paths.get(0));
         report.write(verdicts, single, spec.commandLine().getOut(), spec.commandLine().getErr());
@@ -85,7 +82,7 @@ final class ValidateCommand implements Callable<Integer> {
             throw new UserError("--flatten", "prints one recipe as YAML", "give exactly one recipe file, without --format");
         }
         Path recipe = files.get(0).path();
-        Verdict verdict = RecipeCheck.check(recipe, overrides, null);
+        Verdict verdict = RecipeCheck.check(recipe, overrides, LaunchShape.RECIPE, false);
         PrintWriter err = spec.commandLine().getErr();
         TextReport.findings(verdict, err);
         if (!verdict.valid()) {
@@ -93,15 +90,6 @@ final class ValidateCommand implements Callable<Integer> {
         }
         spec.commandLine().getOut().print(verdict.validated().flatten(recipe.toAbsolutePath().normalize().getParent()));
         return Main.OK;
-    }
-
-    /** The command line's GPUs when given, else the recipe's {@code hardware:}, else none (not checked). */
-    private Devices hardware(ValidatedRecipe validated) {
-        if (gpus != null) {
-            return gpus.resolve(validated.recipe());
-        }
-        Recipe.Hardware written = validated.recipe().hardware();
-        return written instanceof Recipe.Hardware.Unspecified ? null : Devices.of(written);
     }
 
     /** {@code key=value} or {@code a.b=value} that names no existing file: an override, as for training. */

@@ -18,6 +18,32 @@ class PlanCommandTest {
         return MainProcessTest.repoRoot().resolve("configs").resolve(name);
     }
 
+    /**
+     * The batch line and per-device plan printed before a multi-rank run are that run's: the ranks come from the launch
+     * flags, the same for {@code plan} and for training's {@code --dry-run}.
+     */
+    @Test
+    void launchFlagsGiveTheBatchLineAndPlanOfTheirRanks(@TempDir Path work) throws Exception {
+        String quickstart = config("quickstart.yaml").toString();
+        MainProcessTest.Run plan = MainProcessTest.run(work, "plan", quickstart, "backend=fsdp", "--nproc-per-node", "2");
+        assertEquals(0, plan.exit(), plan.out() + plan.err());
+        assertTrue(plan.out().startsWith("batch: micro 4 x ranks 2 x accumulation 1 = global 8\n"), plan.out());
+        assertTrue(plan.out().contains("devices    2 CPU ranks (gloo)"), plan.out());
+        assertTrue(plan.out().contains("260,032 frozen params × 4 B / 2 ranks"), plan.out());
+
+        MainProcessTest.Run dryRun = MainProcessTest.run(work, quickstart, "backend=fsdp", "--nnodes", "2",
+                "--nproc-per-node", "8", "--rdzv-endpoint", "node001:29500", "--dry-run");
+        assertEquals(0, dryRun.exit(), dryRun.out() + dryRun.err());
+        assertTrue(dryRun.out().startsWith("batch: micro 4 x ranks 16 x accumulation 1 = global 64\n"), dryRun.out());
+        assertTrue(dryRun.out().contains("devices    2 nodes × 8 CPU ranks (gloo)"), dryRun.out());
+        assertTrue(dryRun.out().contains("global batch: micro 4 x ranks 16 x accumulation 1 = 64 sequences"),
+                dryRun.out());
+
+        MainProcessTest.Run single = MainProcessTest.run(work, "plan", quickstart, "--nproc-per-node", "2");
+        assertEquals(2, single.exit(), single.out() + single.err());
+        assertTrue(single.err().contains("--nproc-per-node and --nnodes belong to the fsdp backend"), single.err());
+    }
+
     @Test
     void shippedQloraRecipeFitsItsCard(@TempDir Path work) throws Exception {
         MainProcessTest.Run r = MainProcessTest.run(work, "plan", config("llama-3.1-8b/qlora-sft.yaml").toString());

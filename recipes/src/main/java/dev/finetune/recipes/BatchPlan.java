@@ -10,7 +10,7 @@ package dev.finetune.recipes;
  * @param generationBatch GRPO: completions per generation round, else 0
  * @param schedule the steps, warm-up and intervals estimated from {@code rows}; {@code null} when {@code rows} is
  *     unknown (the trainer computes the exact one from the batches it builds)
- * @param reference what DPO and GRPO compare the policy with, in words, or {@code null} when nothing is
+ * @param dataParallelRanks the resolved run's world size ({@link ResolvedRun#worldSize})
  */
 public record BatchPlan(
         int micro,
@@ -20,10 +20,9 @@ public record BatchPlan(
         long tokensPerStep,
         Long rows,
         int generationBatch,
-        SchedulePlan schedule,
-        String reference) {
+        SchedulePlan schedule) {
 
-    static BatchPlan derive(Recipe recipe, Long rows, Problems problems, Object where) {
+    static BatchPlan derive(Recipe recipe, ResolvedRun run, Long rows, Problems problems, Object where) {
         Recipe.Batch b = recipe.batch();
         Integer micro = b.microBatchSize();
         Integer accumulation = b.gradientAccumulationSteps();
@@ -69,8 +68,7 @@ public record BatchPlan(
                         + "rejects this)", "remove batch_size");
             }
         }
-        Recipe.Distributed d = recipe.distributed();
-        int ranks = Math.max(1, recipe.hardware().devices() / Math.max(1, d.contextParallelSize() * d.tensorParallelSize()));
+        int ranks = run.worldSize();
         // each factor is bounded by withinBound and the hardware bounds, so the product is exact in a long
         long exactGlobal = (long) micro * ranks * accumulation;
         if (exactGlobal > MAX_GLOBAL_BATCH) {
@@ -119,25 +117,7 @@ public record BatchPlan(
                         + g.numGenerations() * ranks, "raise trl.generation_batch_size to " + g.numGenerations() * ranks);
             }
         }
-        return new BatchPlan(micro, ranks, accumulation, global, tokens, rows, generation, schedule,
-                reference(recipe));
-    }
-
-    /** As TRL chooses it: the base model for a new adapter, a frozen copy of a continued one, the start weights. */
-    static String reference(Recipe recipe) {
-        boolean dpo = recipe.objective() instanceof Recipe.Objective.Dpo;
-        boolean grpo = recipe.objective() instanceof Recipe.Objective.Grpo g && g.beta() != 0;
-        if (!dpo && !grpo) {
-            return null;
-        }
-        if (!(recipe.adapter() instanceof AdapterSpec.Lora)) {
-            return "the starting weights (their log-probabilities, computed once before training)";
-        }
-        if (recipe.output().loraModelDir() != null) {
-            return "a frozen copy of the adapter in lora_model_dir (TRL's \"ref\" adapter): policy and reference "
-                    + "start equal";
-        }
-        return "the base model (the new adapter switched off): no second copy of the weights";
+        return new BatchPlan(micro, ranks, accumulation, global, tokens, rows, generation, schedule);
     }
 
     /** Sequences per optimizer step beyond which a recipe is a typo rather than a plan (16,777,216). */
@@ -178,8 +158,9 @@ public record BatchPlan(
         return b == 0 ? a : gcd(b, a % b);
     }
 
-    /** The plan as the CLI prints it. */
-    public String describe() {
+    /** The plan as the CLI prints it, with the run's reference model. */
+    public String describe(ResolvedRun run) {
+        String reference = run.reference().describe();
         StringBuilder s = new StringBuilder();
         s.append("batch: micro ").append(micro).append(" x ranks ").append(dataParallelRanks).append(" x accumulation ")
                 .append(accumulation).append(" = global ").append(global).append('\n');

@@ -9,21 +9,41 @@ import java.nio.file.Path;
 import java.util.List;
 
 /**
- * A recipe that passed validation, with what was derived from it and the warnings it raised.
+ * A recipe that passed validation, resolved for one launch shape, with what was derived from it and the warnings it
+ * raised.
  *
+ * @param run how it runs (backend, device, ranks, precision, reference, checkpointing): decided once, read everywhere
+ * @param plan the batch arithmetic over {@code run}'s ranks
  * @param tree the merged tree after {@code base:} and overrides: what {@code --flatten} prints
+ * @param recipeDir where relative paths in the recipe start
  */
-public record ValidatedRecipe(Recipe recipe, BatchPlan plan, List<Finding> warnings, Mapping tree) {
+public record ValidatedRecipe(Recipe recipe, ResolvedRun run, BatchPlan plan, List<Finding> warnings, Mapping tree,
+        Path recipeDir) {
 
-    /** Loads, merges, overrides and validates; every error at once as {@link InvalidRecipe}. */
+    /** Loads, merges, overrides and validates as the recipe's own {@code hardware:} says to run it. */
     public static ValidatedRecipe load(Path file, List<String> overrides) {
+        return load(file, overrides, LaunchShape.RECIPE);
+    }
+
+    /** Loads, merges, overrides and validates for {@code shape}; every error at once as {@link InvalidRecipe}. */
+    public static ValidatedRecipe load(Path file, List<String> overrides, LaunchShape shape) {
         Mapping tree = RecipeLoader.load(file, overrides);
-        return validate(tree, file.toAbsolutePath().normalize().getParent());
+        return validate(tree, file.toAbsolutePath().normalize().getParent(), shape);
     }
 
     public static ValidatedRecipe validate(Mapping tree, Path recipeDir) {
+        return validate(tree, recipeDir, LaunchShape.RECIPE);
+    }
+
+    /** The same recipe launched as {@code shape}: the run and its batch plan resolved again, the files not reread. */
+    public ValidatedRecipe launchedAs(LaunchShape shape) {
+        return validate(tree, recipeDir, shape);
+    }
+
+    public static ValidatedRecipe validate(Mapping tree, Path recipeDir, LaunchShape shape) {
         Problems problems = new Problems();
         Recipe recipe = RecipeReader.read(tree, recipeDir, problems);
+        ResolvedRun run = ResolvedRun.resolve(recipe, shape, problems, tree.where());
         Long rows = countRows(recipe, problems);
         requireContext(recipe, recipeDir, problems, tree);
         if (rows != null && recipe.objective() instanceof Recipe.Objective.Dpo) {
@@ -35,11 +55,16 @@ public record ValidatedRecipe(Recipe recipe, BatchPlan plan, List<Finding> warni
                     .valSetSize(), rows) + " of the " + rows + " rows, leaving nothing to train on",
                     "lower val_set_size or add data");
         }
-        BatchPlan plan = BatchPlan.derive(recipe, rows, problems, tree.where());
+        BatchPlan plan = BatchPlan.derive(recipe, run, rows, problems, tree.where());
         if (!problems.errors.isEmpty()) {
             throw new InvalidRecipe(problems.errors, problems.warnings);
         }
-        return new ValidatedRecipe(recipe, plan, List.copyOf(problems.warnings), tree);
+        return new ValidatedRecipe(recipe, run, plan, List.copyOf(problems.warnings), tree, recipeDir);
+    }
+
+    /** The batch line and the rest of the batch plan, as {@code validate}, {@code plan} and training print them. */
+    public String describe() {
+        return plan.describe(run);
     }
 
     /**

@@ -152,8 +152,8 @@ class RecipeLoadingTest {
         assertEquals(81, schedule.evalEvery(), "eval_steps 0.5 of 162 steps");
         assertEquals(4L * 256, plan.tokensPerStep());
         assertTrue(schedule.estimated(), "the quickstart packs rows, so row-derived steps are upper bounds");
-        assertTrue(plan.describe().contains("steps per epoch: at most 81"), plan.describe());
-        assertTrue(plan.describe().contains("warmup steps: 5"), plan.describe());
+        assertTrue(v.describe().contains("steps per epoch: at most 81"), v.describe());
+        assertTrue(v.describe().contains("warmup steps: 5"), v.describe());
         SchedulePlan capped = ValidatedRecipe.load(repoRoot().resolve("configs/quickstart.yaml"),
                 List.of("max_steps=10", "warmup_steps=null", "warmup_ratio=0.25", "save_steps=0.25")).plan().schedule();
         assertFalse(capped.estimated());

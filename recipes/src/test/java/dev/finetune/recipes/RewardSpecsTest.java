@@ -158,11 +158,11 @@ class RewardSpecsTest {
     @Test
     void thePlanSaysWhichModelIsTheReference(@TempDir Path dir) throws IOException {
         String lora = "adapter: lora\nlora_r: 8\nlora_alpha: 16\nlora_target_linear: true\n";
-        assertTrue(ValidatedRecipe.load(recipe(dir, "dpo", lora + "lora_model_dir: ./sft-out\n"), List.of()).plan()
-                .describe().contains("reference model: a frozen copy of the adapter in lora_model_dir"));
-        assertTrue(ValidatedRecipe.load(recipe(dir, "dpo", lora), List.of()).plan().describe()
+        assertTrue(ValidatedRecipe.load(recipe(dir, "dpo", lora + "lora_model_dir: ./sft-out\n"), List.of()).describe()
+                .contains("reference model: a frozen copy of the adapter in lora_model_dir"));
+        assertTrue(ValidatedRecipe.load(recipe(dir, "dpo", lora), List.of()).describe()
                 .contains("reference model: the base model (the new adapter switched off)"));
-        assertTrue(ValidatedRecipe.load(recipe(dir, "dpo", ""), List.of()).plan().describe()
+        assertTrue(ValidatedRecipe.load(recipe(dir, "dpo", ""), List.of()).describe()
                 .contains("reference model: the starting weights"));
     }
 

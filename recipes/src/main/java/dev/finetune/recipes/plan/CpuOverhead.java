@@ -45,7 +45,7 @@ public record CpuOverhead(long calls, double bytes, String how) {
         long layers = c.numHiddenLayers();
         long forwardCalls = forwardCalls(s);
         long layerCalls = forwardCalls - CALLS_PER_STEP;
-        boolean reference = s.reference();
+        boolean reference = s.hasReference();
         long perMicro = forwardCalls + (s.gradientCheckpointing() ? layerCalls : 0) + (reference ? forwardCalls : 0);
         long micro = s.gradientAccumulation();
         long tensors = trainableTensors(p, s.adapter());

@@ -7,12 +7,11 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 
 /**
- * The devices a plan is made for: the recipe's {@link Recipe.Hardware} (or the command line's --gpus / --cpu)
- * completed with what a recipe cannot say, so that the memory of each device is known. The recipe's type says what
- * was written; this one is what the plan computes with.
+ * The devices a plan is made for ({@link dev.finetune.recipes.ResolvedRun#devices}), with the memory of each known.
+ * The recipe's {@link Recipe.Hardware} says what was written; this is what the plan computes with.
  *
- * @param gpu false for this machine's CPU: one device whose memory is the RAM
- * @param perNode devices on each of {@code nodes} machines
+ * @param gpu false for CPU processes, whose memory is the RAM of their machine, shared
+ * @param perNode devices (or CPU ranks) on each of {@code nodes} machines
  * @param capacityPerDevice memory of one device in bytes
  */
 public record Devices(boolean gpu, int perNode, int nodes, long capacityPerDevice) {
@@ -35,17 +34,11 @@ public record Devices(boolean gpu, int perNode, int nodes, long capacityPerDevic
     }
 
     /**
-     * The recipe's {@code hardware:}; when absent, this machine's CPU, which is where a plain run would train.
+     * {@code perNode} CPU processes on each of {@code nodes} machines of {@code ram} bytes: the ranks of one machine
+     * share its memory, so each may count on its share.
      */
-    public static Devices of(Recipe.Hardware written) {
-        if (written instanceof Recipe.Hardware.Gpus g) {
-            if (g.gpuMemoryBytes() == null) {
-                throw new UserError("hardware.gpu_memory", "the plan needs the memory of one GPU",
-                        "add gpu_memory: 80GiB under hardware:, or pass --gpu-memory 80GiB");
-            }
-            return gpus(g.perNode(), g.nodes(), g.gpuMemoryBytes());
-        }
-        return thisMachine();
+    public static Devices cpuRanks(int perNode, int nodes, long ram) {
+        return new Devices(false, perNode, nodes, ram / perNode);
     }
 
     /** Devices available for data-parallel ranks. */
@@ -59,7 +52,9 @@ public record Devices(boolean gpu, int perNode, int nodes, long capacityPerDevic
 
     public String label() {
         if (!gpu) {
-            return "CPU, " + Bytes.gib(capacityPerDevice) + " GiB RAM";
+            return devices() == 1 ? "CPU, " + Bytes.gib(capacityPerDevice) + " GiB RAM"
+                    : (nodes == 1 ? "" : nodes + " nodes × ") + perNode + " CPU ranks (gloo) × "
+                            + Bytes.gib(capacityPerDevice) + " GiB RAM each";
         }
         String each = Bytes.gib(capacityPerDevice) + " GiB";
         return nodes == 1 ? perNode + " GPU" + (perNode == 1 ? "" : "s") + " × " + each

@@ -2,6 +2,7 @@ package dev.finetune.recipes.plan;
 
 import dev.finetune.recipes.AdapterSpec;
 import dev.finetune.recipes.Recipe;
+import dev.finetune.recipes.ReferenceModel;
 import dev.finetune.recipes.model.ModelConfig;
 import dev.finetune.recipes.model.ModelParameters;
 import dev.finetune.recipes.model.ModelParameters.Tensor;
@@ -183,12 +184,13 @@ public final class MemoryModel {
         }
 
         private void reference(Set<Phase> phases) {
-            if (!s.reference()) {
-                return;
-            }
-            if (lora != null) {
+            ReferenceModel reference = s.reference();
+            if (reference instanceof ReferenceModel.AdapterDisabled) {
                 add("reference", "none: the base model with the adapter disabled serves as reference", 0, phases);
-            } else {
+            } else if (reference instanceof ReferenceModel.FrozenAdapter) {
+                add("reference", "frozen copy of the starting adapter: " + count(trainable) + " × " + r.trainableWeight()
+                        + " B" + sharded() + hostNote(), resident(trainable * r.trainableWeight()), phases);
+            } else if (reference instanceof ReferenceModel.StartingWeights) {
                 add("reference", "frozen copy of the policy: " + count(p.total()) + " × " + r.frozenWeight() + " B" + sharded() + hostNote(),
                         resident(p.total() * r.frozenWeight()), phases);
             }

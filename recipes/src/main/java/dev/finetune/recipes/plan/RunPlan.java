@@ -33,11 +33,11 @@ public record RunPlan(MemoryPlan memory, TimeModel.Estimate time, String noTime)
 
     /**
      * @param modelConfig a config.json for a model the built-in table does not know, or {@code null}
-     * @param regime {@code null} for what our trainers run
+     * @param regime {@code null} for what the run's trainer keeps ({@link dev.finetune.recipes.ResolvedRun#precision})
      * @param cpu {@code null} to skip the time estimate on CPU
      */
-    public static RunPlan of(ValidatedRecipe validated, Path recipeDir, Path modelConfig, Devices hardware,
-            PrecisionRegime regime, CpuRate cpu) {
+    public static RunPlan of(ValidatedRecipe validated, Path recipeDir, Path modelConfig, PrecisionRegime regime,
+            CpuRate cpu) {
         Recipe r = validated.recipe();
         String base = r.model().baseModelConfig() != null ? r.model().baseModelConfig() : r.model().baseModel();
         ModelSource source = ModelSource.resolve(base, recipeDir, modelConfig);
@@ -46,8 +46,9 @@ public record RunPlan(MemoryPlan memory, TimeModel.Estimate time, String noTime)
         }
         ModelSource.Found found = (ModelSource.Found) source;
         BatchPlan batch = validated.plan();
-        TrainingSetup setup = RecipeSetup.of(r, base + " (" + found.from() + ")", found.config(), hardware, regime,
-                batch.micro(), batch.accumulation(), batch.generationBatch());
+        TrainingSetup setup = RecipeSetup.of(r, validated.run(), base + " (" + found.from() + ")", found.config(),
+                regime, batch.micro(), batch.accumulation(), batch.generationBatch());
+        Devices hardware = setup.hardware();
         MemoryPlan memory = MemoryPlan.of(setup);
         Integer maxSteps = r.training().maxSteps();
         Long totalSteps = batch.schedule() != null ? Long.valueOf(batch.schedule().totalSteps())

@@ -162,7 +162,7 @@ public final class TimeModel {
             total += recompute;
             terms.add(si(recompute) + "FLOP recomputed layers (checkpointing)");
         }
-        boolean reference = s.reference();
+        boolean reference = s.hasReference();
         if (reference) {
             double ref = 2 * n + attention;
             total += ref;

@@ -2,6 +2,7 @@ package dev.finetune.recipes.plan;
 
 import dev.finetune.recipes.AdapterSpec;
 import dev.finetune.recipes.Recipe;
+import dev.finetune.recipes.ReferenceModel;
 import dev.finetune.recipes.UserError;
 import dev.finetune.recipes.model.ModelConfig;
 
@@ -13,6 +14,7 @@ import dev.finetune.recipes.model.ModelConfig;
  * @param sequenceLength tokens per sequence (SFT and DPO); GRPO's prompt, beside its {@code maxCompletionLength}
  * @param objective the recipe's; a GRPO one with its generation batch resolved ({@code null}: micro × accumulation)
  * @param sharding {@link Sharding#SINGLE} uses one device whatever the hardware offers
+ * @param reference what DPO and GRPO compare the policy with ({@link ReferenceModel#of})
  */
 public record TrainingSetup(
         String modelName,
@@ -27,15 +29,18 @@ public record TrainingSetup(
         Recipe.Objective objective,
         Sharding sharding,
         Devices hardware,
-        Kernels kernels) {
+        Kernels kernels,
+        ReferenceModel reference) {
 
     public TrainingSetup {
         if (microBatch < 1 || gradientAccumulation < 1 || sequenceLength < 1) {
             throw new UserError("plan", "micro batch, accumulation and sequence length must be positive (got " + microBatch
                     + ", " + gradientAccumulation + ", " + sequenceLength + ")", "fix micro_batch_size / sequence_len");
         }
-        if (hardware.onCpu() && sharding != Sharding.SINGLE) {
-            throw new UserError("plan", "CPU runs use one device, not " + sharding.label(), "drop --cpu or the sharding");
+        if (hardware.onCpu() && sharding == Sharding.DDP) {
+            // CPU ranks are the fsdp worker's, over gloo: they shard
+            throw new UserError("plan", "CPU runs use one device or FSDP ranks, not " + sharding.label(),
+                    "drop --cpu or the sharding");
         }
     }
 
@@ -63,8 +68,8 @@ public record TrainingSetup(
     }
 
     /** DPO, and GRPO with a KL term, evaluate a reference policy besides the trained one. */
-    public boolean reference() {
-        return objective instanceof Recipe.Objective.Dpo || (objective instanceof Recipe.Objective.Grpo g && g.beta() > 0);
+    public boolean hasReference() {
+        return reference.present();
     }
 
     /** GRPO: completions generated in one round; TRL's default is micro × accumulation. */
@@ -80,22 +85,22 @@ public record TrainingSetup(
 
     public TrainingSetup withMicroBatch(int micro, int accumulation) {
         return new TrainingSetup(modelName, model, adapter, precision, optimizer, micro, accumulation, sequenceLength,
-                gradientCheckpointing, objective, sharding, hardware, kernels);
+                gradientCheckpointing, objective, sharding, hardware, kernels, reference);
     }
 
     public TrainingSetup withCheckpointing(boolean on) {
         return new TrainingSetup(modelName, model, adapter, precision, optimizer, microBatch, gradientAccumulation,
-                sequenceLength, on, objective, sharding, hardware, kernels);
+                sequenceLength, on, objective, sharding, hardware, kernels, reference);
     }
 
     public TrainingSetup withAdapter(AdapterSpec newAdapter) {
         return new TrainingSetup(modelName, model, newAdapter, precision, optimizer, microBatch, gradientAccumulation,
-                sequenceLength, gradientCheckpointing, objective, sharding, hardware, kernels);
+                sequenceLength, gradientCheckpointing, objective, sharding, hardware, kernels, reference);
     }
 
     public TrainingSetup withSharding(Sharding newSharding, Devices newHardware) {
         return new TrainingSetup(modelName, model, adapter, precision, optimizer, microBatch, gradientAccumulation,
-                sequenceLength, gradientCheckpointing, objective, newSharding, newHardware, kernels);
+                sequenceLength, gradientCheckpointing, objective, newSharding, newHardware, kernels, reference);
     }
 
     public TrainingSetup withSequenceLength(int length) {
@@ -107,6 +112,6 @@ public record TrainingSetup(
             shorter = g.sized(g.generationBatchSize(), Math.max(1, length - prompt));
         }
         return new TrainingSetup(modelName, model, adapter, precision, optimizer, microBatch, gradientAccumulation,
-                prompt, gradientCheckpointing, shorter, sharding, hardware, kernels);
+                prompt, gradientCheckpointing, shorter, sharding, hardware, kernels, reference);
     }
 }

@@ -5,7 +5,9 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.finetune.recipes.AdapterSpec;
+import dev.finetune.recipes.LaunchShape;
 import dev.finetune.recipes.Recipe;
+import dev.finetune.recipes.ResolvedRun;
 import dev.finetune.recipes.RewardSpec;
 import dev.finetune.recipes.UserError;
 import dev.finetune.recipes.model.KnownModels;
@@ -17,8 +19,14 @@ import org.junit.jupiter.api.Test;
 class RecipeSetupTest {
 
     static final ModelConfig LLAMA_8B = KnownModels.lookup("meta-llama/Llama-3.1-8B").orElseThrow();
-    static final Devices ONE_24 = Devices.gpus(1, 1, 24L << 30);
-    static final Devices EIGHT_80 = Devices.gpus(8, 1, 80L << 30);
+    static final LaunchShape ONE_24 = LaunchShape.gpus(1, 1, 24L << 30);
+    static final LaunchShape EIGHT_80 = LaunchShape.gpus(8, 1, 80L << 30);
+
+    /** What plan does: the recipe resolved for {@code shape}, then its memory model's input. */
+    static TrainingSetup setup(Recipe r, ModelConfig model, LaunchShape shape, PrecisionRegime regime, int micro,
+            int accumulation, int generationBatch) {
+        return RecipeSetup.of(r, ResolvedRun.of(r, shape), "llama", model, regime, micro, accumulation, generationBatch);
+    }
 
     /** A GRPO objective with TRL's other defaults; the plan reads only these three numbers of it. */
     static Recipe.Objective.Grpo grpo(int generations, int maxCompletionLength, double beta) {
@@ -56,11 +64,11 @@ class RecipeSetupTest {
     void qloraOnOneGpuIsMixedPrecisionOnOneDevice() {
         Recipe r = recipe(QLORA, Recipe.Flag.TRUE, Recipe.Optimizer.PAGED_ADAMW_8BIT, true, new Recipe.Objective.Sft(), null,
                 new Recipe.Hardware.Gpus(1, 1, 24L << 30));
-        TrainingSetup s = RecipeSetup.of(r, "llama", LLAMA_8B, Devices.of(r.hardware()), null, 2, 4, 0);
+        TrainingSetup s = setup(r, LLAMA_8B, LaunchShape.RECIPE, null, 2, 4, 0);
         assertEquals(PrecisionRegime.MIXED_FP32_MASTER, s.precision());
         assertEquals(Recipe.Optimizer.PAGED_ADAMW_8BIT, s.optimizer());
         assertEquals(Sharding.SINGLE, s.sharding());
-        assertEquals(ONE_24, s.hardware());
+        assertEquals(Devices.gpus(1, 1, 24L << 30), s.hardware());
         assertEquals(8, s.globalBatch());
         assertTrue(s.gradientCheckpointing());
         assertTrue(MemoryModel.estimate(s).fits(), PlanText.render(MemoryPlan.of(s)));
@@ -71,7 +79,7 @@ class RecipeSetupTest {
         Recipe.Fsdp fsdp = new Recipe.Fsdp(2, false, true, true, true, "SHARDED_STATE_DICT", "TRANSFORMER_BASED_WRAP", "LlamaDecoderLayer");
         Recipe full = recipe(new AdapterSpec.Full(), Recipe.Flag.TRUE, Recipe.Optimizer.ADAMW_TORCH_FUSED, false,
                 new Recipe.Objective.Sft(), fsdp, new Recipe.Hardware.Unspecified());
-        TrainingSetup s = RecipeSetup.of(full, "llama", LLAMA_8B, EIGHT_80, null, 2, 4, 0);
+        TrainingSetup s = setup(full, LLAMA_8B, EIGHT_80, null, 2, 4, 0);
         assertEquals(Sharding.FSDP_FULL_SHARD, s.sharding());
         assertEquals(PrecisionRegime.BF16_PURE, s.precision(), "a full bf16 fine-tune keeps AdamW state in bf16");
         assertTrue(s.gradientCheckpointing(), "fsdp_config.activation_checkpointing turns checkpointing on");
@@ -79,43 +87,44 @@ class RecipeSetupTest {
         Recipe.Fsdp offload = new Recipe.Fsdp(2, true, true, false, true, null, null, null);
         Recipe offloaded = recipe(new AdapterSpec.Full(), Recipe.Flag.TRUE, Recipe.Optimizer.ADAMW_TORCH, false,
                 new Recipe.Objective.Sft(), offload, new Recipe.Hardware.Unspecified());
-        assertEquals(Sharding.FSDP_OFFLOAD, RecipeSetup.of(offloaded, "llama", LLAMA_8B, EIGHT_80, null, 2, 4, 0).sharding());
+        assertEquals(Sharding.FSDP_OFFLOAD, setup(offloaded, LLAMA_8B, EIGHT_80, null, 2, 4, 0).sharding());
         Recipe noFsdp = recipe(new AdapterSpec.Full(), Recipe.Flag.TRUE, null, false, new Recipe.Objective.Sft(), null,
                 new Recipe.Hardware.Unspecified());
-        assertEquals(Sharding.DDP, RecipeSetup.of(noFsdp, "llama", LLAMA_8B, EIGHT_80, null, 2, 4, 0).sharding());
+        // eight GPUs without fsdp_config run on the fsdp backend (backend: auto), and the worker always shards
+        assertEquals(Sharding.FSDP_FULL_SHARD, setup(noFsdp, LLAMA_8B, EIGHT_80, null, 2, 4, 0).sharding());
     }
 
     @Test
     void cpuIsFp32UnlessBf16IsTrueAndRegimeCanBeChosen() {
         Recipe r = recipe(QLORA, Recipe.Flag.AUTO, Recipe.Optimizer.ADAMW_TORCH, false, new Recipe.Objective.Sft(), null,
                 new Recipe.Hardware.Cpu());
-        Devices cpu = Devices.of(r.hardware());
-        assertTrue(cpu.onCpu());
-        assertEquals(PrecisionRegime.FP32, RecipeSetup.of(r, "llama", LLAMA_8B, cpu, null, 1, 1, 0).precision());
+        LaunchShape cpu = LaunchShape.RECIPE;
+        assertTrue(setup(r, LLAMA_8B, cpu, null, 1, 1, 0).onCpu());
+        assertEquals(PrecisionRegime.FP32, setup(r, LLAMA_8B, cpu, null, 1, 1, 0).precision());
         Recipe bf16 = recipe(QLORA, Recipe.Flag.TRUE, Recipe.Optimizer.ADAMW_TORCH, false, new Recipe.Objective.Sft(), null,
                 new Recipe.Hardware.Cpu());
-        PrecisionRegime autocast = RecipeSetup.of(bf16, "llama", LLAMA_8B, cpu, null, 1, 1, 0).precision();
+        PrecisionRegime autocast = setup(bf16, LLAMA_8B, cpu, null, 1, 1, 0).precision();
         assertEquals(PrecisionRegime.CPU_BF16_AUTOCAST, autocast,
                 "bf16: true on CPU: bf16 matmuls over fp32 weights, gradients and optimizer state");
         assertEquals(PrecisionRegime.FP32.frozenWeight() + 2, autocast.frozenWeight(), "each weight's bf16 copy counts");
         assertEquals(PrecisionRegime.FP32.moment(), autocast.moment());
-        assertEquals(PrecisionRegime.BF16_PURE, RecipeSetup.of(r, "llama", LLAMA_8B, ONE_24, PrecisionRegime.BF16_PURE, 1, 1, 0).precision());
+        assertEquals(PrecisionRegime.BF16_PURE, setup(r, LLAMA_8B, ONE_24, PrecisionRegime.BF16_PURE, 1, 1, 0).precision());
         // bf16: auto means bf16 on a GPU.
-        assertEquals(PrecisionRegime.MIXED_FP32_MASTER, RecipeSetup.of(r, "llama", LLAMA_8B, ONE_24, null, 1, 1, 0).precision());
+        assertEquals(PrecisionRegime.MIXED_FP32_MASTER, setup(r, LLAMA_8B, ONE_24, null, 1, 1, 0).precision());
     }
 
     @Test
     void grpoAndDpoCarryTheirShapes() {
         Recipe.Objective.Grpo grpo = grpo(8, 1024, 0.04);
         Recipe r = recipe(QLORA, Recipe.Flag.TRUE, null, true, grpo, null, new Recipe.Hardware.Unspecified());
-        TrainingSetup s = RecipeSetup.of(r, "llama", LLAMA_8B, ONE_24, null, 2, 4, 8);
+        TrainingSetup s = setup(r, LLAMA_8B, ONE_24, null, 2, 4, 8);
         assertEquals(grpo.sized(8, 1024), s.objective(), "the generation batch resolved from the batch plan");
         assertEquals(8, s.generationBatch());
         assertEquals(2048 + 1024, s.trainedSequenceLength(), "prompts at sequence_len, completions at their limit");
         assertEquals("GRPO (8 generations, prompt ≤ 2048, completion ≤ 1024)", s.objectiveLabel());
         assertTrue(MemoryModel.estimate(s).term("kv_cache").in(Phase.GENERATION) > 0);
         Recipe dpo = recipe(QLORA, Recipe.Flag.TRUE, null, true, dpo(), null, new Recipe.Hardware.Unspecified());
-        TrainingSetup d = RecipeSetup.of(dpo, "llama", LLAMA_8B, ONE_24, null, 2, 4, 0);
+        TrainingSetup d = setup(dpo, LLAMA_8B, ONE_24, null, 2, 4, 0);
         assertEquals(dpo(), d.objective());
         assertEquals(4, d.sequencesPerMicroBatch(), "a chosen and a rejected sequence per pair");
     }
@@ -125,13 +134,15 @@ class RecipeSetupTest {
         ModelConfig phi3 = KnownModels.lookup("microsoft/Phi-3-mini-4k-instruct").orElseThrow();
         AdapterSpec qv = new AdapterSpec.Lora(8, 16, 0, List.of("q_proj", "v_proj"), false, false, null);
         Recipe r = recipe(qv, Recipe.Flag.TRUE, null, true, new Recipe.Objective.Sft(), null, new Recipe.Hardware.Unspecified());
-        UserError e = assertThrows(UserError.class, () -> RecipeSetup.of(r, "phi3", phi3, ONE_24, null, 1, 1, 0));
+        UserError e = assertThrows(UserError.class, () -> setup(r, phi3, ONE_24, null, 1, 1, 0));
         assertTrue(e.oneLine().contains("qkv_proj"), e.oneLine());
     }
 
     @Test
     void gpusWithoutMemoryAskForIt() {
-        UserError e = assertThrows(UserError.class, () -> Devices.of(new Recipe.Hardware.Gpus(8, 1, null)));
+        Recipe r = recipe(new AdapterSpec.Full(), Recipe.Flag.TRUE, null, false, new Recipe.Objective.Sft(), null,
+                new Recipe.Hardware.Gpus(8, 1, null));
+        UserError e = assertThrows(UserError.class, () -> ResolvedRun.of(r, LaunchShape.RECIPE).devices());
         assertTrue(e.oneLine().contains("--gpu-memory"), e.oneLine());
     }
 }

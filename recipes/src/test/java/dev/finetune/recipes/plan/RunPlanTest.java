@@ -23,7 +23,7 @@ class RunPlanTest {
         Path file = dir.resolve("r.yaml");
         Files.writeString(file, yaml);
         ValidatedRecipe v = ValidatedRecipe.load(file, List.of());
-        return RunPlan.of(v, dir, null, Devices.of(v.recipe().hardware()), null, null);
+        return RunPlan.of(v, dir, null, null, null);
     }
 
     /**
@@ -223,7 +223,7 @@ class RunPlanTest {
                 return 10e-6;
             }
         };
-        RunPlan run = RunPlan.of(v, dir, null, Devices.of(v.recipe().hardware()), null, rates);
+        RunPlan run = RunPlan.of(v, dir, null, null, rates);
         CpuOverhead overhead = run.time().overhead();
         assertEquals(600 + 15 * 70, overhead.calls());
         // The trainer's fused attention keeps no [B, heads, T, T] scores, and its SFT loss applies the (plain, fp32)
@@ -239,11 +239,11 @@ class RunPlanTest {
         Files.copy(dir.resolve("d.jsonl"), large.resolve("d.jsonl"));
         Files.copy(file, large.resolve("r.yaml"));
         ValidatedRecipe largeRecipe = ValidatedRecipe.load(large.resolve("r.yaml"), List.of());
-        RunPlan largeVocabulary = RunPlan.of(largeRecipe, large, null, Devices.of(v.recipe().hardware()), null, rates);
+        RunPlan largeVocabulary = RunPlan.of(largeRecipe, large, null, null, rates);
         assertEquals(4L * 256 * 262144, largeVocabulary.memory().estimate().term("logits").in(Phase.FORWARD_BACKWARD));
         // with LoRA on lm_head the logits come out of the adapted head, and their gradient goes back into it: 8 B
         RunPlan adaptedHead = RunPlan.of(ValidatedRecipe.load(file, List.of("lora_target_modules=[lm_head]")), dir,
-                null, Devices.of(v.recipe().hardware()), null, rates);
+                null, null, rates);
         assertEquals(4L * 256 * 512 * 8, adaptedHead.memory().estimate().term("logits").in(Phase.FORWARD_BACKWARD));
         double scores = 14.0 * 5 * 4 * 8 * 256 * 256 * 4;
         assertEquals(587_202_560.0, scores);

@@ -7,6 +7,8 @@ import dev.finetune.adapters.lora.LoraFactory;
 import dev.finetune.recipes.AdapterSpec;
 import dev.finetune.recipes.Recipe;
 import dev.finetune.recipes.UserError;
+import dev.finetune.recipes.ValidatedRecipe;
+import dev.finetune.recipes.plan.PrecisionRegime;
 import dev.finetune.trainers.model.LlamaModel;
 import dev.finetune.trainers.model.LoadOptions;
 import dev.finetune.trainers.train.LlamaTrainable;
@@ -35,7 +37,8 @@ final class BuiltModel {
         this.trainable = new Switched(new LlamaTrainable(model), weights);
     }
 
-    static BuiltModel forTraining(Recipe recipe, Path modelDir, NDManager manager) {
+    static BuiltModel forTraining(ValidatedRecipe validated, Path modelDir, NDManager manager) {
+        Recipe recipe = validated.recipe();
         BuiltModel built;
         if (recipe.adapter() instanceof AdapterSpec.Lora spec) {
             LoraFactory factory = new LoraFactory(spec, manager, recipe.training().seed());
@@ -45,7 +48,7 @@ final class BuiltModel {
         } else {
             built = new BuiltModel(LlamaModel.load(modelDir, manager, LoadOptions.fullFineTune()), new TrainedWeights.Full());
         }
-        built.model.setBfloat16Compute(recipe.precision().bfloat16OnCpu());
+        built.model.setBfloat16Compute(validated.run().precision() == PrecisionRegime.CPU_BF16_AUTOCAST);
         return built;
     }
 

@@ -4,6 +4,8 @@ import ai.djl.engine.Engine;
 import ai.djl.ndarray.NDManager;
 import dev.finetune.recipes.DatasetSpec;
 import dev.finetune.recipes.Recipe;
+import dev.finetune.recipes.ReferenceModel;
+import dev.finetune.recipes.ResolvedRun;
 import dev.finetune.recipes.SchedulePlan;
 import dev.finetune.recipes.UserError;
 import dev.finetune.recipes.ValidatedRecipe;
@@ -51,18 +53,6 @@ public final class SingleDeviceBackend {
 
     private SingleDeviceBackend() {}
 
-    /** Refuses what this backend cannot run, before any work: sharded runs. */
-    public static void requireRunnable(Recipe recipe) {
-        boolean wantsFsdp = recipe.backend() == Recipe.Backend.FSDP
-                || (recipe.backend() == Recipe.Backend.AUTO
-                        && (recipe.distributed().sharded() || recipe.hardware().devices() > 1));
-        if (wantsFsdp) {
-            throw new UserError("backend", "this recipe needs the fsdp backend (torchrun/FSDP2 over "
-                    + recipe.hardware().devices() + " GPUs), which is not in this build",
-                    "train on one device with backend: single and without fsdp_config (hardware: {gpus: 1} or cpu)");
-        }
-    }
-
     /**
      * One run for every objective: tokenizer, model, the objective's data and batches, checks, then the loop and
      * the saved result. Nothing is written before every check has passed.
@@ -71,7 +61,9 @@ public final class SingleDeviceBackend {
         StartupClock clock = StartupClock.sinceLaunch();
         Recipe recipe = validated.recipe();
         PrintWriter out = settings.out();
-        requireRunnable(recipe);
+        if (validated.run().backend() != ResolvedRun.Backend.SINGLE) {
+            throw new IllegalArgumentException("the recipe resolved to the " + validated.run().backend() + " backend");
+        }
         // the quick answer about output_dir, before data and model are loaded; claimOutput checks again under its lock
         OutputFolder.check(Path.of(recipe.output().outputDir()), inputs(validated), resuming(recipe),
                 recipe.output().overwriteOutputDir());
@@ -92,10 +84,10 @@ public final class SingleDeviceBackend {
         try (Tokenizer tokenizer = Tokenizer.load(recipe.model().tokenizerConfig() != null
                 ? localModel(recipe.model().tokenizerConfig()) : modelDir);
                 NDManager manager = NDManager.newBaseManager()) {
-            BuiltModel built = BuiltModel.forTraining(recipe, modelDir, manager);
+            BuiltModel built = BuiltModel.forTraining(validated, modelDir, manager);
             if (recipe.output().loraModelDir() != null) {
                 built.weights().loadAdapter(built.model(), Path.of(recipe.output().loraModelDir()), manager);
-                if (recipe.objective().match(sft -> false, dpo -> true, grpo -> true)) {
+                if (validated.run().reference() instanceof ReferenceModel.FrozenAdapter) {
                     // continuing a saved adapter (SFT -> DPO): TRL's reference is a frozen copy of it, not the base
                     built.weights().freezeReference();
                     out.printf(Locale.ROOT, "reference: the adapter from lora_model_dir %s, frozen as it starts "

@@ -21,7 +21,7 @@ final class DryRun {
         Path worker = outputDir.resolve(WorkerPlan.FOLDER);
         int micro = validated.plan().micro();
         int accumulation = validated.plan().accumulation();
-        int perStep = accumulation * launch.worldSize();
+        int perStep = WorkerPlan.microBatchesPerStep(validated);
         StringBuilder s = new StringBuilder();
         s.append("dry run: nothing started\n");
         // the worker's code goes into a private folder made at launch; its name is known only then
@@ -31,19 +31,18 @@ final class DryRun {
         s.append("worker code: a private copy extracted at launch into ").append(code.getParent())
                 .append("/finetune-worker-*\n");
         s.append("environment:\n");
-        launch.environment(!(recipe.hardware() instanceof Recipe.Hardware.Gpus),
-                Runtime.getRuntime().availableProcessors()).forEach((k, v) -> s.append("  ").append(k).append('=')
-                .append(v).append('\n'));
+        launch.environment(Runtime.getRuntime().availableProcessors())
+                .forEach((k, v) -> s.append("  ").append(k).append('=').append(v).append('\n'));
         s.append(String.format(Locale.ROOT, "world size: %d (%d node%s x %d process%s per node), this node's rank %d%n",
                 launch.worldSize(), launch.nnodes(), launch.nnodes() == 1 ? "" : "s", launch.nprocPerNode(),
                 launch.nprocPerNode() == 1 ? "" : "es", launch.nodeRank()));
         s.append(String.format(Locale.ROOT, "global batch: micro %d x ranks %d x accumulation %d = %d sequences per "
-                + "optimizer step (%d micro batches)%n", micro, launch.worldSize(), accumulation,
-                micro * perStep, perStep));
+                + "optimizer step (%d micro batches)%n", micro, validated.plan().dataParallelRanks(), accumulation,
+                validated.plan().global(), perStep));
         s.append(String.format(Locale.ROOT, "global batch identity: step s trains on the micro batches at data "
                 + "positions [%d*s, %d*s + %d) of the seed-%d order; rank r takes positions r, r+%d, ...; the loss is "
                 + "divided by the target count of all %d%n", perStep, perStep, perStep, recipe.training().seed(),
-                launch.worldSize(), perStep));
+                validated.plan().dataParallelRanks(), perStep));
         return s.toString();
     }
 

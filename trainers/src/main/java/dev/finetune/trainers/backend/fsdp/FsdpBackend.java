@@ -2,6 +2,7 @@ package dev.finetune.trainers.backend.fsdp;
 
 import dev.finetune.recipes.AdapterSpec;
 import dev.finetune.recipes.Recipe;
+import dev.finetune.recipes.ReferenceModel;
 import dev.finetune.recipes.UserError;
 import dev.finetune.recipes.ValidatedRecipe;
 import dev.finetune.recipes.plan.RunPlan;
@@ -55,20 +56,9 @@ public final class FsdpBackend {
 
     private FsdpBackend() {}
 
-    /** Whether {@code backend: auto} picks this backend: several GPUs declared, an fsdp block, or asked for. */
-    public static boolean wanted(Recipe recipe, Integer nprocPerNode) {
-        return recipe.backend() == Recipe.Backend.FSDP
-                || (recipe.backend() == Recipe.Backend.AUTO && (recipe.distributed().sharded()
-                        || recipe.hardware().devices() > 1 || nprocPerNode != null));
-    }
-
     /** Refuses what the worker does not run, before anything is written. */
-    public static void requireRunnable(Recipe recipe) {
-        WorkerPlan.objective(recipe);
-        if (recipe.distributed().contextParallelSize() > 1 || recipe.distributed().tensorParallelSize() > 1) {
-            throw new UserError("context_parallel_size", "the fsdp backend shards data-parallel only (FSDP2); context "
-                    + "and tensor parallelism are not in this build", "remove context_parallel_size/tensor_parallel_size");
-        }
+    public static void requireRunnable(ValidatedRecipe validated) {
+        WorkerPlan.objective(validated.recipe(), validated.run().reference());
     }
 
     /** {@code --dry-run}: the exact command, environment and global batch identity; nothing starts. */
@@ -80,7 +70,11 @@ public final class FsdpBackend {
         Recipe recipe = validated.recipe();
         PrintWriter out = settings.out();
         Launch launch = settings.launch();
-        requireRunnable(recipe);
+        if (!launch.run().equals(validated.run())) {
+            throw new IllegalArgumentException("the launch is for " + launch.run() + ", the recipe resolved to "
+                    + validated.run());
+        }
+        requireRunnable(validated);
         RewardChannel.requireAllowed(recipe, settings.allowCommands());
         Path modelDir = SingleDeviceBackend.localModel(recipe.model().baseModel());
         Path tokenizerDir = recipe.model().tokenizerConfig() != null
@@ -89,7 +83,11 @@ public final class FsdpBackend {
         Path workerFolder = outputDir.resolve(WorkerPlan.FOLDER);
         String python = WorkerPython.find(launch.python(), System.getenv(), System.getProperty("finetune.home"));
         WorkerPython.Environment environment = WorkerPython.check(python);
-        boolean cpu = environment.cudaDevices() == 0;
+        boolean cpu = launch.cpu();
+        if (!cpu && environment.cudaDevices() == 0) {
+            throw new UserError("hardware", "the recipe runs on CUDA GPUs, but " + python + " sees none",
+                    "train on CPU ranks with hardware: cpu, or use the machine with the GPUs");
+        }
         if (recipe.adapter() instanceof AdapterSpec.Lora lora && lora.quantized()) {
             throw new UserError("adapter", environment.bitsandbytes() == null || cpu
                     ? "QLoRA on the fsdp backend needs bitsandbytes on CUDA GPUs; " + python + " has "
@@ -118,16 +116,12 @@ public final class FsdpBackend {
             resumeFrom = WorkerCheckpoints.resumeFolder(recipe.output().resume(), outputDir,
                     folder -> WorkerPython.checkpointProblem(python, folder));
         }
-        if (recipe.objective() instanceof Recipe.Objective.Dpo && recipe.output().loraModelDir() != null) {
+        if (validated.run().reference() instanceof ReferenceModel.FrozenAdapter frozen) {
             out.printf(Locale.ROOT, "reference: the adapter from lora_model_dir %s, frozen as it starts (TRL's \"ref\" "
-                    + "adapter; its log-probabilities are taken once before the first step); the policy starts equal "
-                    + "to it%n", recipe.output().loraModelDir());
-        }
-        if (recipe.objective() instanceof Recipe.Objective.Grpo grpo && grpo.beta() != 0
-                && recipe.output().loraModelDir() != null) {
-            out.printf(Locale.ROOT, "reference: the adapter from lora_model_dir %s, frozen as it starts (TRL's \"ref\" "
-                    + "adapter; each rank keeps its shards of it and swaps them in for the KL term's pass); the "
-                    + "policy starts equal to it%n", recipe.output().loraModelDir());
+                    + "adapter; %s); the policy starts equal to it%n", frozen.loraModelDir(),
+                    recipe.objective() instanceof Recipe.Objective.Dpo
+                            ? "its log-probabilities are taken once before the first step"
+                            : "each rank keeps its shards of it and swaps them in for the KL term's pass");
         }
         Preprocess.Prepared data = Preprocess.run(validated, out);
         try (OutputFolder claimed = owner ? claim(validated, data, launch, modelDir) : null) {
@@ -135,8 +129,7 @@ public final class FsdpBackend {
             if (resumeFrom != null) {
                 WorkerCheckpoints.verify(resumeFrom);
             }
-            WorkerPlan plan = WorkerPlan.write(recipe, data, launch, validated.plan(), modelDir, tokenizerDir,
-                    resumeFrom);
+            WorkerPlan plan = WorkerPlan.write(validated, data, launch, modelDir, tokenizerDir, resumeFrom);
             if (owner) {
                 RunFiles.start(outputDir, validated, tokenizerDir);
             }
@@ -145,7 +138,7 @@ public final class FsdpBackend {
                     plan.totalSteps(), plan.microBatchesPerStep(), launch.worldSize(), launch.worldSize() == 1 ? ""
                             : "s", data.evalBatches());
 
-            Map<String, String> env = new LinkedHashMap<>(launch.environment(cpu,
+            Map<String, String> env = new LinkedHashMap<>(launch.environment(
                     Runtime.getRuntime().availableProcessors()));
             // the ranks stop when this process is gone, however it went: no orphan writes into a folder whose lock
             // died with it
@@ -167,7 +160,7 @@ public final class FsdpBackend {
         Recipe recipe = validated.recipe();
         Path outputDir = Path.of(recipe.output().outputDir());
         dev.finetune.trainers.train.Trainer.Run run = WorkerPlan.run(recipe,
-                validated.plan().accumulation() * launch.worldSize(), data.trainBatches());
+                WorkerPlan.microBatchesPerStep(validated), data.trainBatches());
         Provenance provenance = Provenance.of(validated, validated.flatten(outputDir), modelDir.toString(), null);
         return OutputFolder.claim(new OutputFolder.Claim(outputDir, SingleDeviceBackend.inputs(validated),
                 dev.finetune.trainers.train.ResumePoint.keys(run, data.trainBatches()),

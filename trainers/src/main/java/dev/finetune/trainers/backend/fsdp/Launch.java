@@ -1,6 +1,7 @@
 package dev.finetune.trainers.backend.fsdp;
 
 import dev.finetune.recipes.Recipe;
+import dev.finetune.recipes.ResolvedRun;
 import dev.finetune.recipes.UserError;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -10,51 +11,50 @@ import java.util.Map;
 
 /**
  * How the fsdp backend starts its ranks: {@code torchrun} (run as {@code python -m torch.distributed.run}, the same
- * program, so it is certainly the chosen interpreter's) with one process per device on each node.
+ * program, so it is certainly the chosen interpreter's) with one process per device on each node. How many ranks on
+ * how many nodes is the resolved run's ({@link ResolvedRun}); this record adds what only the launch needs.
  *
- * @param nprocPerNode processes on this node ({@code --nproc-per-node}); GPUs per node, or CPU processes over gloo
- * @param nnodes nodes ({@code --nnodes}); above 1 the rendezvous needs {@code rdzvEndpoint}
+ * @param run the run's ranks: {@link ResolvedRun#perNode} processes on each of {@link ResolvedRun#nodes} nodes
  * @param nodeRank this node's rank ({@code --node-rank})
  * @param rdzvEndpoint {@code HOST:PORT} of the c10d rendezvous, or null on one node
  * @param python {@code --python}, or null to look it up
  * @param dryRun print the command, environment and global batch identity, and start nothing
  */
-public record Launch(int nprocPerNode, int nnodes, int nodeRank, String rdzvEndpoint, String python, boolean dryRun) {
+public record Launch(ResolvedRun run, int nodeRank, String rdzvEndpoint, String python, boolean dryRun) {
 
     public Launch {
-        if (nprocPerNode < 1) {
-            throw new UserError("--nproc-per-node", "must be at least 1, got " + nprocPerNode, "e.g. --nproc-per-node 2");
+        if (run.backend() != ResolvedRun.Backend.FSDP) {
+            throw new IllegalArgumentException("torchrun launches the fsdp backend, not " + run.backend());
         }
-        if (nnodes < 1) {
-            throw new UserError("--nnodes", "must be at least 1, got " + nnodes, "e.g. --nnodes 2");
+        if (nodeRank < 0 || nodeRank >= run.nodes()) {
+            throw new UserError("--node-rank", nodeRank + " is not in 0.." + (run.nodes() - 1), "number the nodes from 0");
         }
-        if (nodeRank < 0 || nodeRank >= nnodes) {
-            throw new UserError("--node-rank", nodeRank + " is not in 0.." + (nnodes - 1), "number the nodes from 0");
-        }
-        if (nnodes > 1 && (rdzvEndpoint == null || !rdzvEndpoint.contains(":"))) {
-            throw new UserError("--rdzv-endpoint", "a run over " + nnodes + " nodes needs the rendezvous HOST:PORT",
+        if (run.nodes() > 1 && (rdzvEndpoint == null || !rdzvEndpoint.contains(":"))) {
+            throw new UserError("--rdzv-endpoint", "a run over " + run.nodes() + " nodes needs the rendezvous HOST:PORT",
                     "e.g. --rdzv-endpoint node001:29500 (the same on every node)");
         }
     }
 
-    public int worldSize() {
-        return nprocPerNode * nnodes;
+    /** One node, this machine: how the tests and a plain {@code --nproc-per-node} run start. */
+    public static Launch local(ResolvedRun run, String python) {
+        return new Launch(run, 0, null, python, false);
     }
 
-    /**
-     * What the command line says, filling in from the recipe's {@code hardware} what it leaves open: GPUs per node and
-     * nodes, or one process on CPU.
-     */
-    public static Launch resolve(Recipe recipe, Integer nprocPerNode, Integer nnodes, Integer nodeRank,
-            String rdzvEndpoint, String python, boolean dryRun) {
-        int perNode = 1;
-        int nodes = 1;
-        if (recipe.hardware() instanceof Recipe.Hardware.Gpus gpus) {
-            perNode = gpus.perNode();
-            nodes = gpus.nodes();
-        }
-        return new Launch(nprocPerNode != null ? nprocPerNode : perNode, nnodes != null ? nnodes : nodes,
-                nodeRank != null ? nodeRank : 0, rdzvEndpoint, python, dryRun);
+    public int nprocPerNode() {
+        return run.perNode();
+    }
+
+    public int nnodes() {
+        return run.nodes();
+    }
+
+    public int worldSize() {
+        return run.worldSize();
+    }
+
+    /** Whether the ranks compute on CPU (gloo) rather than CUDA devices. */
+    public boolean cpu() {
+        return run.device() == ResolvedRun.Device.CPU;
     }
 
     /**
@@ -64,24 +64,25 @@ public record Launch(int nprocPerNode, int nnodes, int nodeRank, String rdzvEndp
      */
     public List<String> command(String interpreter, Path entry, Path plan, Path logs, String runId) {
         List<String> command = new ArrayList<>(List.of(interpreter, "-I", "-m", "torch.distributed.run"));
-        if (nnodes == 1) {
+        if (nnodes() == 1) {
             // a free port of its own: two runs on one machine never collide on 29500
             command.add("--standalone");
         } else {
-            command.addAll(List.of("--nnodes", Integer.toString(nnodes), "--node-rank", Integer.toString(nodeRank),
+            command.addAll(List.of("--nnodes", Integer.toString(nnodes()), "--node-rank", Integer.toString(nodeRank),
                     "--rdzv-backend", "c10d", "--rdzv-endpoint", rdzvEndpoint, "--rdzv-id", runId));
         }
-        command.addAll(List.of("--nproc-per-node", Integer.toString(nprocPerNode), "--tee", "3", "--log-dir",
+        command.addAll(List.of("--nproc-per-node", Integer.toString(nprocPerNode()), "--tee", "3", "--log-dir",
                 logs.toString(), "--no-python"));
         command.addAll(WorkerPython.command(interpreter, entry, plan.toString()));
         return command;
     }
 
     /** The environment the ranks get beyond the caller's: on CPU a fair share of the cores per rank. */
-    public Map<String, String> environment(boolean cpu, int cores) {
+    public Map<String, String> environment(int cores) {
+        boolean cpu = cpu();
         Map<String, String> env = new LinkedHashMap<>();
         env.put("TOKENIZERS_PARALLELISM", "false");
-        env.put("OMP_NUM_THREADS", Integer.toString(Math.max(1, cpu ? cores / nprocPerNode : 4)));
+        env.put("OMP_NUM_THREADS", Integer.toString(Math.max(1, cpu ? cores / nprocPerNode() : 4)));
         if (cpu) {
             env.put("FINETUNE_DEVICE", "cpu");
         }

@@ -11,6 +11,8 @@ import dev.finetune.adapters.peft.AdapterWeights;
 import dev.finetune.recipes.AdapterSpec;
 import dev.finetune.recipes.DpoLossType;
 import dev.finetune.recipes.Recipe;
+import dev.finetune.recipes.ReferenceModel;
+import dev.finetune.recipes.ValidatedRecipe;
 import dev.finetune.recipes.SchedulePlan;
 import dev.finetune.recipes.UserError;
 import dev.finetune.trainers.backend.DatasetIdentity;
@@ -45,6 +47,11 @@ public record WorkerPlan(Path folder, Path planFile, long totalSteps, long warmu
     static final java.util.Set<DpoLossType> WORKER_DPO_LOSSES = java.util.EnumSet.of(DpoLossType.SIGMOID,
             DpoLossType.HINGE, DpoLossType.IPO, DpoLossType.SIGMOID_NORM);
 
+    /** Micro batches per optimizer step over all ranks: the batch plan's ranks × gradient_accumulation_steps. */
+    static int microBatchesPerStep(ValidatedRecipe validated) {
+        return validated.plan().accumulation() * validated.plan().dataParallelRanks();
+    }
+
     /** The schedule of a run, without writing anything (also what {@code --dry-run} reports). */
     public static Trainer.Run run(Recipe recipe, int microBatchesPerStep, int microBatchesPerEpoch) {
         return Trainer.Run.of(recipe, SchedulePlan.of(recipe, microBatchesPerStep, microBatchesPerEpoch, false),
@@ -56,9 +63,11 @@ public record WorkerPlan(Path folder, Path planFile, long totalSteps, long warmu
      * @param tokenizerDir the tokenizer's folder, whose files every checkpoint gets
      * @param resumeFrom the verified checkpoint to continue (WorkerCheckpoints.resumeFolder), or null
      */
-    public static WorkerPlan write(Recipe recipe, Preprocess.Prepared data, Launch launch,
-            dev.finetune.recipes.BatchPlan batch, Path modelDir, Path tokenizerDir, Path resumeFrom) {
-        int perStep = batch.accumulation() * launch.worldSize();
+    public static WorkerPlan write(ValidatedRecipe validated, Preprocess.Prepared data, Launch launch, Path modelDir,
+            Path tokenizerDir, Path resumeFrom) {
+        Recipe recipe = validated.recipe();
+        dev.finetune.recipes.BatchPlan batch = validated.plan();
+        int perStep = microBatchesPerStep(validated);
         int perEpoch = data.trainBatches();
         Trainer.Run run = run(recipe, perStep, perEpoch);
         long total = run.schedule().totalSteps();
@@ -83,7 +92,7 @@ public record WorkerPlan(Path folder, Path planFile, long totalSteps, long warmu
         plan.addProperty("output_dir", outputDir.toAbsolutePath().toString());
         plan.addProperty("batches", data.file().toAbsolutePath().toString());
         plan.addProperty("schedule", schedule.toAbsolutePath().toString());
-        plan.add("objective", objective(recipe));
+        plan.add("objective", objective(recipe, validated.run().reference()));
         if (recipe.adapter() instanceof AdapterSpec.Lora lora) {
             if (lora.quantized()) {
                 throw new UserError("adapter", "QLoRA on the fsdp backend is not in this build",
@@ -99,8 +108,7 @@ public record WorkerPlan(Path folder, Path planFile, long totalSteps, long warmu
             plan.add("adapter", adapter);
         }
         Recipe.Fsdp fsdp = recipe.distributed().fsdp();
-        plan.addProperty("gradient_checkpointing", run.training().gradientCheckpointing()
-                || (fsdp != null && fsdp.activationCheckpointing()));
+        plan.addProperty("gradient_checkpointing", validated.run().activationCheckpointing());
         plan.addProperty("reshard_after_forward", fsdp == null || fsdp.reshardAfterForward());
         plan.addProperty("offload_params", fsdp != null && fsdp.offloadParams());
         plan.addProperty("bf16", recipe.precision().bf16().name().toLowerCase(java.util.Locale.ROOT));
@@ -133,7 +141,7 @@ public record WorkerPlan(Path folder, Path planFile, long totalSteps, long warmu
             }
         }
         plan.add("tokenizer_files", tokenizer);
-        plan.addProperty("world_size", launch.worldSize());
+        plan.addProperty("world_size", validated.run().worldSize());
         plan.addProperty("data_log_dir", folder.resolve("logs").toAbsolutePath().toString());
         Path planFile = folder.resolve("plan.json");
         if (writer) {
@@ -142,13 +150,13 @@ public record WorkerPlan(Path folder, Path planFile, long totalSteps, long warmu
         return new WorkerPlan(folder, planFile, total, warmup, perStep, perEpoch, run);
     }
 
-    static JsonObject objective(Recipe recipe) {
+    static JsonObject objective(Recipe recipe, ReferenceModel referenceModel) {
         JsonObject objective = new JsonObject();
         objective.addProperty("kind", Preprocess.objectiveKind(recipe));
         if (recipe.objective() instanceof Recipe.Objective.Dpo dpo) {
             // as TRL and the JVM trainer: LoRA from scratch compares with the adapter switched off; a full fine-tune,
             // and an adapter continued from lora_model_dir (written into initial-adapter/), with the starting weights
-            objective.addProperty("reference", reference(recipe));
+            objective.addProperty("reference", reference(referenceModel));
             com.google.gson.JsonArray terms = new com.google.gson.JsonArray();
             for (int i = 0; i < dpo.lossTypes().size(); i++) {
                 DpoLossType type = dpo.lossTypes().get(i);
@@ -166,15 +174,15 @@ public record WorkerPlan(Path folder, Path planFile, long totalSteps, long warmu
             objective.addProperty("beta", dpo.beta());
         }
         if (recipe.objective() instanceof Recipe.Objective.Grpo grpo) {
-            grpo(recipe, grpo, objective);
+            grpo(referenceModel, grpo, objective);
         }
         return objective;
     }
 
     /** The sampling and loss settings of the worker's grpo module, named as in TRL; rewards stay in Java. */
-    private static void grpo(Recipe recipe, Recipe.Objective.Grpo grpo, JsonObject objective) {
+    private static void grpo(ReferenceModel referenceModel, Recipe.Objective.Grpo grpo, JsonObject objective) {
         // as TRL and the JVM trainer: the adapter switched off, or lora_model_dir's adapter frozen as it starts
-        objective.addProperty("reference", reference(recipe));
+        objective.addProperty("reference", reference(referenceModel));
         objective.addProperty("num_generations", grpo.numGenerations());
         objective.addProperty("max_completion_length", grpo.maxCompletionLength());
         objective.addProperty("temperature", grpo.temperature());
@@ -197,9 +205,8 @@ public record WorkerPlan(Path folder, Path planFile, long totalSteps, long warmu
      * What a DPO or GRPO run compares its policy with: {@code adapter_disabled} or {@code initial} (the starting
      * weights).
      */
-    static String reference(Recipe recipe) {
-        return recipe.adapter() instanceof AdapterSpec.Lora && recipe.output().loraModelDir() == null
-                ? "adapter_disabled" : "initial";
+    static String reference(ReferenceModel reference) {
+        return reference instanceof ReferenceModel.AdapterDisabled ? "adapter_disabled" : "initial";
     }
 
     /**

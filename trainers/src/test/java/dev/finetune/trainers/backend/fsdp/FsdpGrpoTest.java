@@ -183,10 +183,10 @@ class FsdpGrpoTest {
         WorkerEnvironment.python();
         // answers the first completion, then exits: the launcher's CommandReward reports it
         String reward = "- {name: judge, command: 'read line; echo 1; exit 3', timeout: 60}";
-        ValidatedRecipe recipe = FsdpRuns.recipe(tmp, "failing", grpo(tmp.resolve("failing"), reward),
-                "gradient_accumulation_steps=1");
+        ValidatedRecipe recipe = FsdpRuns.onRanks(FsdpRuns.recipe(tmp, "failing", grpo(tmp.resolve("failing"), reward),
+                "gradient_accumulation_steps=1"), 2);
         ByteArrayOutputStream log = new ByteArrayOutputStream();
-        Launch launch = new Launch(2, 1, 0, null, WorkerEnvironment.python(), false);
+        Launch launch = Launch.local(recipe.run(), WorkerEnvironment.python());
         UserError error = assertThrows(UserError.class, () -> FsdpBackend.train(recipe, new FsdpBackend.Settings(
                 launch, null, FsdpRuns.writer(log), Map.of(), true)));
         System.out.println("failing reward command: " + error.oneLine());

@@ -47,7 +47,7 @@ class FsdpLaunchTest {
     @Test
     void oneNodeOfEightGpus(@TempDir Path tmp) throws IOException {
         ValidatedRecipe recipe = gpuRecipe(tmp, 1);
-        Launch launch = Launch.resolve(recipe.recipe(), null, null, null, null, null, true);
+        Launch launch = new Launch(recipe.run(), 0, null, null, true);
         assertEquals(8, launch.worldSize());
         String text = FsdpBackend.dryRun(recipe, launch, "/opt/py/bin/python");
         Path worker = tmp.resolve("out").toAbsolutePath().resolve("worker");
@@ -71,7 +71,7 @@ class FsdpLaunchTest {
     @Test
     void twoNodesOfEightGpus(@TempDir Path tmp) throws IOException {
         ValidatedRecipe recipe = gpuRecipe(tmp, 2);
-        Launch launch = Launch.resolve(recipe.recipe(), null, null, 1, "node001:29500", null, true);
+        Launch launch = new Launch(recipe.run(), 1, "node001:29500", null, true);
         assertEquals(16, launch.worldSize());
         String text = FsdpBackend.dryRun(recipe, launch, "python3");
         assertTrue(text.contains("-m torch.distributed.run --nnodes 2 --node-rank 1 --rdzv-backend c10d "
@@ -80,14 +80,14 @@ class FsdpLaunchTest {
         assertTrue(text.contains("world size: 16 (2 nodes x 8 processes per node), this node's rank 1"), text);
         assertTrue(text.contains("global batch: micro 2 x ranks 16 x accumulation 4 = 128 sequences"), text);
         UserError noEndpoint = assertThrows(UserError.class,
-                () -> Launch.resolve(recipe.recipe(), null, null, 0, null, null, true));
+                () -> new Launch(recipe.run(), 0, null, null, true));
         assertTrue(noEndpoint.getMessage().contains("rendezvous"));
     }
 
     @Test
     void theSbatchScriptStartsOneLauncherPerNode(@TempDir Path tmp) throws IOException {
         ValidatedRecipe recipe = gpuRecipe(tmp, 2);
-        Launch launch = Launch.resolve(recipe.recipe(), null, null, null, "x:1", null, false);
+        Launch launch = new Launch(recipe.run(), 0, "x:1", null, false);
         String script = SlurmScript.render("/shared/finetune/finetune", tmp.resolve("gpus.yaml"),
                 List.of("learning_rate=2e-4"), launch, "finetune-out", tmp.resolve("out"));
         assertTrue(script.contains("#SBATCH --nodes=2\n"), script);
@@ -177,14 +177,15 @@ class FsdpLaunchTest {
                 lora_alpha: 16
                 lora_target_linear: true
                 """);
-        Launch launch = new Launch(2, 1, 0, null, WorkerEnvironment.python(), false);
-        UserError refused = assertThrows(UserError.class, () -> FsdpBackend.train(qlora,
+        ValidatedRecipe twoRanks = FsdpRuns.onRanks(qlora, 2);
+        Launch launch = Launch.local(twoRanks.run(), WorkerEnvironment.python());
+        UserError refused = assertThrows(UserError.class, () -> FsdpBackend.train(twoRanks,
                 new FsdpBackend.Settings(launch, null, FsdpRuns.writer(new java.io.ByteArrayOutputStream()))));
         assertTrue(refused.getMessage().contains("needs bitsandbytes on CUDA GPUs"), refused.getMessage());
 
         ValidatedRecipe nca = FsdpRuns.recipe(tmp, "nca", base.replace("type: completion", "type: passthrough")
                 .replace("quickstart.jsonl", "quickstart-dpo.jsonl") + "rl: dpo\ndpo_loss_type: [nca_pair]\n");
-        UserError loss = assertThrows(UserError.class, () -> FsdpBackend.requireRunnable(nca.recipe()));
+        UserError loss = assertThrows(UserError.class, () -> FsdpBackend.requireRunnable(nca));
         assertTrue(loss.getMessage().contains("not nca_pair"), loss.getMessage());
         assertTrue(Files.notExists(out), "refusals write nothing");
     }

@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.google.gson.JsonObject;
+import dev.finetune.recipes.LaunchShape;
 import dev.finetune.recipes.ValidatedRecipe;
 import dev.finetune.trainers.backend.SingleDeviceBackend;
 import dev.finetune.trainers.train.output.MetricsLog;
@@ -39,12 +40,18 @@ final class FsdpRuns {
         return Path.of(recipe.recipe().output().outputDir());
     }
 
+    /** The recipe launched as {@code --nproc-per-node ranks}: its run and batch plan resolved for that many ranks. */
+    static ValidatedRecipe onRanks(ValidatedRecipe recipe, int ranks) {
+        return recipe.launchedAs(LaunchShape.torchrun(ranks, null));
+    }
+
     /** The worker's run over {@code ranks} CPU processes; the captured output goes to {@code log}. */
     static FsdpBackend.Result fsdp(ValidatedRecipe recipe, int ranks, Map<String, String> environment,
             ByteArrayOutputStream log) {
         PrintWriter out = writer(log);
-        Launch launch = new Launch(ranks, 1, 0, null, WorkerEnvironment.python(), false);
-        return FsdpBackend.train(recipe, new FsdpBackend.Settings(launch, null, out, environment));
+        ValidatedRecipe launched = onRanks(recipe, ranks);
+        Launch launch = Launch.local(launched.run(), WorkerEnvironment.python());
+        return FsdpBackend.train(launched, new FsdpBackend.Settings(launch, null, out, environment));
     }
 
     static PrintWriter writer(ByteArrayOutputStream bytes) {

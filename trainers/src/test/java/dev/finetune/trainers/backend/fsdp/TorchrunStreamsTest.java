@@ -68,7 +68,7 @@ class TorchrunStreamsTest {
                         + "\"num_tokens\": 128, \"eval_loss\": 2.3}}\\n')",
                 "say(sys.stdout, '[default0]:{\"event\": \"done\"}\\n')");
         ByteArrayOutputStream log = new ByteArrayOutputStream();
-        Launch launch = new Launch(2, 1, 0, null, "python3", false);
+        Launch launch = Launch.local(FsdpRuns.onRanks(recipe, 2).run(), "python3");
         FsdpBackend.Result result = Torchrun.run(
                 List.of("python3", "-c", script, START.substring(0, half), START.substring(half)), Map.of(), out,
                 launch, new FsdpBackend.Settings(launch, null, FsdpRuns.writer(log)), schedule);

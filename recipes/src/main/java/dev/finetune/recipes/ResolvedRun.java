@@ -1,0 +1,170 @@
+package dev.finetune.recipes;
+
+import dev.finetune.recipes.plan.Devices;
+import dev.finetune.recipes.plan.PrecisionRegime;
+import dev.finetune.recipes.plan.Sharding;
+
+/**
+ * The decisions about how a validated recipe runs, made once, here, from the recipe and the command line's
+ * {@link LaunchShape}: which trainer, on which kind of device, over how many ranks, in which precision, against which
+ * reference model, with or without activation checkpointing. {@code validate}, {@code plan}, the batch line,
+ * {@code --dry-run}, both backends and the worker plan read these; none of them decides again.
+ *
+ * <p>The device kind and the backend are separate facts: today a CUDA device is only declared (the JVM trainer runs on
+ * CPU, the worker on whatever the recipe declares), and a run on one CUDA device may later be dispatched to the worker
+ * at world size 1 without changing anything but {@link #resolve}.
+ *
+ * @param backend which trainer runs it; never the recipe's {@code auto}
+ * @param device the kind of device each rank computes on
+ * @param perNode ranks (processes, one device each) on each node
+ * @param nodes machines
+ * @param gpuMemory bytes of one GPU when the recipe or the command line says, else {@code null} (always on CPU)
+ * @param precision what each kind of state costs per parameter, as the trainer that runs it keeps it
+ * @param reference what DPO and GRPO compare the policy with
+ * @param activationCheckpointing {@code gradient_checkpointing} or {@code fsdp_config.activation_checkpointing}
+ */
+public record ResolvedRun(Backend backend, Device device, int perNode, int nodes, Long gpuMemory,
+        PrecisionRegime precision, ReferenceModel reference, boolean activationCheckpointing) {
+
+    /** Which trainer runs the recipe. */
+    public enum Backend {
+        /** This JVM, one device: the DJL trainer. */
+        SINGLE,
+        /** The Python worker under torchrun, FSDP2 over the ranks (also at world size 1). */
+        FSDP
+    }
+
+    /** The kind of device a rank computes on. */
+    public enum Device { CPU, CUDA }
+
+    public ResolvedRun {
+        if (perNode < 1 || nodes < 1 || (backend == Backend.SINGLE && perNode * nodes != 1)) {
+            throw new IllegalArgumentException(backend + " over " + perNode + " x " + nodes);
+        }
+    }
+
+    /** Data-parallel ranks: every process of every node. */
+    public int worldSize() {
+        return perNode * nodes;
+    }
+
+    /**
+     * The one choice of backend, device and ranks. Errors (a launch flag the recipe's backend cannot take, two flags
+     * that disagree) go to {@code problems} beside the recipe's own; the run returned then is only a placeholder.
+     */
+    static ResolvedRun resolve(Recipe recipe, LaunchShape shape, Problems problems, Object where) {
+        Recipe.Hardware.Gpus declared = recipe.hardware() instanceof Recipe.Hardware.Gpus g ? g : null;
+        // a recipe without hardware: is planned and run on this machine's CPU
+        Device device = !shape.cpu() && (shape.namesGpus() || declared != null) ? Device.CUDA : Device.CPU;
+        Integer perNode = agree(shape.nprocPerNode(), "--nproc-per-node", shape.gpus(), "--gpus", problems);
+        Integer nodes = agree(shape.nnodes(), "--nnodes", shape.gpuNodes(), "--nodes", problems);
+        if (device == Device.CUDA && declared != null) {
+            perNode = perNode != null ? perNode : declared.perNode();
+            nodes = nodes != null ? nodes : declared.nodes();
+        }
+        perNode = perNode != null ? perNode : 1;
+        nodes = nodes != null ? nodes : 1;
+        Backend backend = switch (recipe.backend()) {
+            case SINGLE -> Backend.SINGLE;
+            case FSDP -> Backend.FSDP;
+            case AUTO -> recipe.distributed().sharded() || perNode * nodes > 1 || shape.asksForTorchrun()
+                    ? Backend.FSDP : Backend.SINGLE;
+        };
+        if (backend == Backend.SINGLE) {
+            if (shape.asksForTorchrun()) {
+                problems.error(problems.at("backend", where), "--nproc-per-node and --nnodes belong to the fsdp "
+                        + "backend, and this recipe runs on the single-device one",
+                        "add backend=fsdp to the command line (or backend: fsdp to the recipe)");
+            }
+            // the single-device trainer uses one of the devices a plan offers it
+            perNode = 1;
+            nodes = 1;
+        }
+        Long gpuMemory = device == Device.CPU ? null
+                : shape.gpuMemory() != null ? shape.gpuMemory() : declared != null ? declared.gpuMemoryBytes() : null;
+        Recipe.Fsdp fsdp = recipe.distributed().fsdp();
+        return new ResolvedRun(backend, device, perNode, nodes, gpuMemory, regime(recipe, backend, device),
+                ReferenceModel.of(recipe), recipe.training().gradientCheckpointing()
+                        || (fsdp != null && fsdp.activationCheckpointing()));
+    }
+
+    /**
+     * {@code recipe} with {@code shape}, outside validation (tests, and callers that hold a {@link Recipe} only); a
+     * launch problem is thrown.
+     */
+    public static ResolvedRun of(Recipe recipe, LaunchShape shape) {
+        Problems problems = new Problems();
+        ResolvedRun run = resolve(recipe, shape, problems, "launch");
+        if (!problems.errors.isEmpty()) {
+            throw new InvalidRecipe(problems.errors, problems.warnings);
+        }
+        return run;
+    }
+
+    private static Integer agree(Integer launch, String launchFlag, Integer planned, String plannedFlag,
+            Problems problems) {
+        if (launch != null && planned != null && !launch.equals(planned)) {
+            problems.error(launchFlag, launchFlag + " " + launch + " and " + plannedFlag + " " + planned + " disagree",
+                    "give one of them");
+        }
+        return launch != null ? launch : planned;
+    }
+
+    /**
+     * What a recipe costs per parameter, read the way the trainer that runs it keeps its state: fp32 throughout on
+     * CPU (the JVM trainer, with bf16 copies of the weights for the matmuls under {@code bf16: true}; the worker
+     * computes in fp32 on CPU); on GPU with bf16/fp16 the model is loaded in 16 bits, so a full fine-tune keeps
+     * gradients and torch AdamW's moments in 16 bits too (pure bf16, 8 B/param, as HF Trainer and torchtune do),
+     * while LoRA adapters are kept in fp32 by PEFT (16 B per adapter parameter, the mixed-precision row).
+     * {@code plan --precision} overrides it for a what-if.
+     */
+    static PrecisionRegime regime(Recipe recipe, Backend backend, Device device) {
+        if (device == Device.CPU) {
+            return backend == Backend.SINGLE && recipe.precision().bfloat16OnCpu() ? PrecisionRegime.CPU_BF16_AUTOCAST
+                    : PrecisionRegime.FP32;
+        }
+        if (!recipe.precision().sixteenBit(true)) {
+            return PrecisionRegime.FP32;
+        }
+        return recipe.adapter() instanceof AdapterSpec.Lora ? PrecisionRegime.MIXED_FP32_MASTER : PrecisionRegime.BF16_PURE;
+    }
+
+    /** Whether the worker computes in bfloat16 (its FSDP2 mixed-precision policy) rather than float32. */
+    public boolean bfloat16Compute() {
+        return device == Device.CUDA && precision != PrecisionRegime.FP32;
+    }
+
+    /**
+     * The devices the plan computes with: the GPUs and their memory, or this machine's RAM shared by the ranks of one
+     * node. Asks for the GPU memory when neither the recipe nor the command line gives it.
+     */
+    public Devices devices() {
+        if (device == Device.CPU) {
+            return Devices.cpuRanks(perNode, nodes, Devices.thisMachine().capacityPerDevice());
+        }
+        if (gpuMemory == null) {
+            throw new UserError("hardware.gpu_memory", "the plan needs the memory of one GPU",
+                    "add gpu_memory: 80GiB under hardware:, or pass --gpu-memory 80GiB");
+        }
+        return Devices.gpus(perNode, nodes, gpuMemory);
+    }
+
+    /** How the model state is spread over the ranks: the worker always shards (FSDP2), offloading where asked. */
+    public Sharding sharding(Recipe recipe) {
+        if (backend == Backend.SINGLE || worldSize() == 1) {
+            return Sharding.SINGLE;
+        }
+        Recipe.Fsdp fsdp = recipe.distributed().fsdp();
+        // the worker offloads only on CUDA: on CPU the parameters already live in host memory
+        return fsdp != null && fsdp.offloadParams() && device == Device.CUDA ? Sharding.FSDP_OFFLOAD
+                : Sharding.FSDP_FULL_SHARD;
+    }
+
+    /** The line {@code validate}, {@code plan} and training print about it. */
+    public String describe() {
+        String ranks = worldSize() == 1 ? "1 rank" : nodes == 1 ? perNode + " ranks"
+                : nodes + " nodes x " + perNode + " ranks = " + worldSize() + " ranks";
+        return "run: " + (backend == Backend.SINGLE ? "single-device trainer (this JVM)" : "fsdp worker (torchrun)")
+                + " on " + (device == Device.CPU ? "CPU" : "CUDA") + ", " + ranks + "\n";
+    }
+}

@@ -1,0 +1,114 @@
+package dev.finetune.recipes;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.finetune.recipes.plan.PrecisionRegime;
+import dev.finetune.recipes.plan.Sharding;
+import java.nio.file.Path;
+import java.util.List;
+import org.junit.jupiter.api.Test;
+
+/** The run's decisions, made once from the recipe and the launch shape, as every command reads them. */
+class ResolvedRunTest {
+
+    static final Path QUICKSTART = RecipeLoadingTest.repoRoot().resolve("configs/quickstart.yaml");
+
+    static ValidatedRecipe quickstart(LaunchShape shape, String... overrides) {
+        return ValidatedRecipe.load(QUICKSTART, List.of(overrides), shape);
+    }
+
+    @Test
+    void theQuickstartRunsInThisJvmOnOneCpu() {
+        ValidatedRecipe v = quickstart(LaunchShape.RECIPE);
+        ResolvedRun run = v.run();
+        assertEquals(ResolvedRun.Backend.SINGLE, run.backend());
+        assertEquals(ResolvedRun.Device.CPU, run.device());
+        assertEquals(1, run.worldSize());
+        assertEquals(PrecisionRegime.FP32, run.precision());
+        assertInstanceOf(ReferenceModel.None.class, run.reference());
+        assertEquals(1, v.plan().dataParallelRanks());
+    }
+
+    /** The batch line printed before a 2-rank run is the 2-rank one: the ranks come from the launch flags. */
+    @Test
+    void launchFlagsSetTheRanksOfTheBatchPlan() {
+        ValidatedRecipe two = quickstart(LaunchShape.torchrun(2, null), "backend=fsdp");
+        assertEquals(ResolvedRun.Backend.FSDP, two.run().backend());
+        assertEquals(ResolvedRun.Device.CPU, two.run().device(), "hardware: cpu: CPU ranks over gloo");
+        assertEquals(2, two.plan().dataParallelRanks());
+        assertEquals(8, two.plan().global());
+        assertTrue(two.describe().startsWith("batch: micro 4 x ranks 2 x accumulation 1 = global 8\n"),
+                two.describe());
+        assertEquals(2, two.run().devices().devices());
+        // 324 train rows over 2 ranks: 162 each, 41 micro batches of 4 per epoch, 2 epochs
+        assertEquals(82L, two.plan().schedule().totalSteps());
+
+        ValidatedRecipe sixteen = quickstart(LaunchShape.torchrun(8, 2), "backend=fsdp");
+        assertEquals(16, sixteen.run().worldSize());
+        assertEquals(64, sixteen.plan().global());
+        assertEquals(Sharding.FSDP_FULL_SHARD, sixteen.run().sharding(sixteen.recipe()));
+    }
+
+    @Test
+    void autoPicksTheWorkerForLaunchFlagsAndSeveralDevices() {
+        assertEquals(ResolvedRun.Backend.FSDP, quickstart(LaunchShape.torchrun(1, null), "backend=auto").run().backend(),
+                "--nproc-per-node asks for torchrun, even for one rank");
+        assertEquals(ResolvedRun.Backend.SINGLE, quickstart(LaunchShape.RECIPE, "backend=auto").run().backend());
+        ValidatedRecipe gpus = quickstart(LaunchShape.RECIPE, "backend=auto", "hardware={gpus: 4, gpu_memory: 24GiB}");
+        assertEquals(ResolvedRun.Backend.FSDP, gpus.run().backend());
+        assertEquals(ResolvedRun.Device.CUDA, gpus.run().device());
+        assertEquals(4, gpus.plan().dataParallelRanks());
+        ValidatedRecipe planned = quickstart(LaunchShape.gpus(8, 2, 80L << 30), "backend=auto");
+        assertEquals(16, planned.run().worldSize(), "plan --gpus 8 --nodes 2");
+        assertEquals(ResolvedRun.Device.CUDA, planned.run().device());
+    }
+
+    @Test
+    void theSingleDeviceBackendRefusesLaunchFlags() {
+        InvalidRecipe e = assertThrows(InvalidRecipe.class, () -> quickstart(LaunchShape.torchrun(2, null)));
+        assertTrue(e.errors().get(0).oneLine().contains("--nproc-per-node and --nnodes belong to the fsdp backend"),
+                e.errors().get(0).oneLine());
+        InvalidRecipe disagree = assertThrows(InvalidRecipe.class,
+                () -> quickstart(LaunchShape.gpus(8, null, 80L << 30).withTorchrun(4, null), "backend=fsdp"));
+        assertTrue(disagree.errors().get(0).oneLine().contains("--nproc-per-node 4 and --gpus 8 disagree"),
+                disagree.errors().get(0).oneLine());
+        UserError zero = assertThrows(UserError.class, () -> LaunchShape.torchrun(0, null));
+        assertTrue(zero.oneLine().startsWith("--nproc-per-node: must be from 1"), zero.oneLine());
+    }
+
+    /** A 2-rank GRPO run checks its generation batch against 2 ranks, at validation. */
+    @Test
+    void rankRulesOfTheBatchPlanSeeTheLaunchedRanks() {
+        Path grpo = RecipeLoadingTest.repoRoot().resolve("configs/quickstart-grpo.yaml");
+        ValidatedRecipe two = ValidatedRecipe.load(grpo, List.of("backend=fsdp"), LaunchShape.torchrun(2, null));
+        assertEquals(2, two.plan().dataParallelRanks());
+        InvalidRecipe three = assertThrows(InvalidRecipe.class, () -> ValidatedRecipe.load(grpo,
+                List.of("backend=fsdp"), LaunchShape.torchrun(3, null)));
+        assertTrue(three.errors().get(0).oneLine().contains("smaller than num_generations x ranks = 12"),
+                three.errors().get(0).oneLine());
+    }
+
+    @Test
+    void theReferenceModelIsDecidedOnceAsTrlDecidesIt() {
+        AdapterSpec lora = new AdapterSpec.Lora(8, 16, 0, List.of(), true, false, null);
+        Recipe.Objective dpo = new Recipe.Objective.Dpo(0.1, 0, false, DpoLossType.SIGMOID);
+        assertInstanceOf(ReferenceModel.None.class, ReferenceModel.of(new Recipe.Objective.Sft(), lora, null));
+        assertInstanceOf(ReferenceModel.AdapterDisabled.class, ReferenceModel.of(dpo, lora, null));
+        assertEquals(new ReferenceModel.FrozenAdapter("sft-out"), ReferenceModel.of(dpo, lora, "sft-out"));
+        assertInstanceOf(ReferenceModel.StartingWeights.class, ReferenceModel.of(dpo, new AdapterSpec.Full(), null));
+    }
+
+    @Test
+    void precisionFollowsTheTrainerThatRunsIt() {
+        assertEquals(PrecisionRegime.CPU_BF16_AUTOCAST, quickstart(LaunchShape.RECIPE, "bf16=true").run().precision(),
+                "the JVM trainer's bf16 autocast");
+        assertEquals(PrecisionRegime.FP32, quickstart(LaunchShape.torchrun(2, null), "bf16=true", "backend=fsdp").run()
+                .precision(), "the worker computes in fp32 on CPU");
+        ValidatedRecipe gpu = quickstart(LaunchShape.RECIPE, "backend=fsdp", "hardware={gpus: 2, gpu_memory: 80GiB}");
+        assertEquals(PrecisionRegime.MIXED_FP32_MASTER, gpu.run().precision(), "bf16: auto means bf16 on a GPU");
+        assertTrue(gpu.run().bfloat16Compute());
+    }
+}
