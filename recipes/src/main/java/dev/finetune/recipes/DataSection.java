@@ -47,7 +47,39 @@ final class DataSection {
         Recipe.ExcessLength excess = top.choice("excess_length_strategy", Recipe.ExcessLength.class);
         boolean skipInvalidRows = top.bool("dataset_skip_invalid_rows");
         return new Recipe.Data(datasets == null ? List.of() : datasets, tests == null ? List.of() : tests, valSetSize,
-                prepared, trainOnInputs, excess, skipInvalidRows);
+                prepared, trainOnInputs, excess, skipInvalidRows, selection(top));
+    }
+
+    private DataSelection selection(KeyReader top) {
+        int minSampleLen = top.integer("min_sample_len", 1);
+        Integer shards = top.integer("dataset_shard_num", null, 1);
+        Integer index = top.integer("dataset_shard_idx", null, 0);
+        if (shards != null && index == null && !top.refused("dataset_shard_idx")) {
+            problems.error(top.at("dataset_shard_num"), "dataset_shard_num needs dataset_shard_idx (which shard to train on)",
+                    "add e.g. dataset_shard_idx: 0");
+        } else if (index != null && shards == null && !top.refused("dataset_shard_num")) {
+            problems.error(top.at("dataset_shard_idx"), "dataset_shard_idx needs dataset_shard_num (how many shards)",
+                    "add e.g. dataset_shard_num: " + (index + 1));
+        } else if (shards != null && index >= shards) {
+            problems.error(top.at("dataset_shard_idx"), "dataset_shard_idx " + index + " is not a shard of "
+                    + shards + " (they are numbered 0 to " + (shards - 1) + ")", "use 0 to " + (shards - 1));
+        }
+        boolean dedup = top.bool("dataset_exact_deduplication");
+        boolean shuffleFirst = top.bool("shuffle_before_merging_datasets");
+        boolean curriculum = top.bool("curriculum_sampling");
+        // curriculum sampling keeps the data's own order, so the merged rows are shuffled only when the recipe says so
+        Boolean shuffleMerged = top.bool("shuffle_merged_datasets", curriculum ? null : true);
+        if (curriculum && Boolean.TRUE.equals(shuffleMerged)) {
+            problems.warn(top.at("shuffle_merged_datasets"), "shuffle_merged_datasets: true shuffles the rows that "
+                    + "curriculum_sampling then visits in order", "set shuffle_merged_datasets: false to keep the data's order");
+        }
+        if (curriculum && shuffleFirst) {
+            problems.warn(top.at("shuffle_before_merging_datasets"), "shuffle_before_merging_datasets shuffles each dataset's "
+                    + "rows that curriculum_sampling then visits in order", "remove it to keep each dataset's order");
+        }
+        boolean valid = shards != null && index != null && index < shards;
+        return new DataSelection(minSampleLen, valid ? shards : 0, valid ? index : 0, dedup, shuffleFirst,
+                shuffleMerged != null && shuffleMerged, curriculum, top.bool("sample_packing_sequentially"));
     }
 
     List<DatasetSpec> datasets(KeyReader top, String key, Recipe.Objective objective) {
@@ -115,13 +147,14 @@ final class DataSection {
             problems.warn(r.at("message_field_content"), "message_field_content is an old name", "use message_property_mappings: {content: " + oldContent + "}");
             mappings.putIfAbsent("content", oldContent);
         }
-        r.mapping("roles");
+        Map<String, String> roles = roles(r);
         List<String> rolesToTrain = r.strings("roles_to_train", false);
         TrainOnEos trainOnEos = r.choice("train_on_eos", null, TrainOnEos.class);
-        r.choice("train_on_eot", null, TrainOnEos.class);
-        String chatTemplate = r.string("chat_template", null);
-        r.string("chat_template_jinja", null);
-        r.bool("drop_system_message");
+        TrainOnEos trainOnEot = r.choice("train_on_eot", null, TrainOnEos.class);
+        String chatTemplateJinja = r.string("chat_template_jinja", null);
+        // Axolotl's rule for the recipe-wide pair, per dataset: a template text of its own means chat_template: jinja
+        String chatTemplate = r.string("chat_template", chatTemplateJinja != null ? ChatTemplateNames.JINJA : null);
+        boolean dropSystemMessage = r.bool("drop_system_message");
         String fieldChosen = r.string("field_chosen", null);
         String fieldRejected = r.string("field_rejected", null);
         r.string("revision", null);
@@ -131,13 +164,13 @@ final class DataSection {
         }
         r.integer("shards", null, 1);
         r.integer("shards_idx", null, 0);
-        r.integer("preprocess_shards", null, 1);
-        r.string("field_tools", null);
-        r.string("field_thinking", null);
-        r.string("template_thinking_key", null);
-        r.bool("split_thinking", false);
-        r.string("message_field_training", null);
-        r.string("message_field_training_detail", null);
+        String fieldSystem = r.string("field_system");
+        String fieldTools = r.string("field_tools");
+        String fieldThinking = r.string("field_thinking");
+        String templateThinkingKey = r.string("template_thinking_key");
+        boolean splitThinking = r.bool("split_thinking");
+        String messageFieldTraining = r.string("message_field_training", null);
+        String messageFieldTrainingDetail = r.string("message_field_training_detail", null);
         r.finish();
         if (path == null) {
             problems.error(m.where(), "this " + listKey + " entry has no path", "add 'path: data/train.jsonl' (or a hub dataset id)");
@@ -166,9 +199,68 @@ final class DataSection {
         }
         // In the recipe's order, not Map.copyOf's: that order changes from one JVM to the next, and the spec's text is part
         // of the fsdp preprocess cache key, which must not change between runs of the same recipe.
+        if (type != null) {
+            noEffectOn(type, objective, m);
+        }
+        ChatOptions chat = new ChatOptions(roles, trainOnEot, chatTemplateJinja, dropSystemMessage, fieldSystem,
+                fieldTools, fieldThinking, templateThinkingKey, splitThinking, messageFieldTraining,
+                messageFieldTrainingDetail);
         return new DatasetSpec(local, type, field, fieldMessages, Collections.unmodifiableMap(mappings),
                 rolesToTrain == null ? List.of("assistant") : rolesToTrain, trainOnEos, chatTemplate,
-                m.where().label(), remote, split, fieldChosen, fieldRejected);
+                m.where().label(), remote, split, fieldChosen, fieldRejected, chat);
+    }
+
+    /**
+     * {@code roles: {assistant: [gpt, model], user: human}} (target → the dataset's names) as dataset name → target,
+     * in the recipe's order; a name listed under two targets is an error.
+     */
+    private Map<String, String> roles(KeyReader r) {
+        Mapping written = r.mapping("roles");
+        Map<String, String> roles = new LinkedHashMap<>();
+        if (written == null) {
+            return Map.of();
+        }
+        for (var e : written.entries().values()) {
+            List<YamlNode> sources = e.value() instanceof Sequence seq ? seq.items() : List.of(e.value());
+            for (YamlNode source : sources) {
+                if (!(source instanceof Scalar s) || !(s.value() instanceof String name)) {
+                    problems.error(source.where(), "roles." + e.key() + " must list the dataset's role names, got "
+                            + YamlNode.describe(source), "write e.g. 'roles: {assistant: [gpt, model], user: [human]}'");
+                    continue;
+                }
+                String before = roles.put(name, e.key());
+                if (before != null && !before.equals(e.key())) {
+                    problems.error(source.where(), "role '" + name + "' is mapped to both " + before + " and " + e.key(),
+                            "list each dataset role under one template role");
+                }
+            }
+        }
+        return Collections.unmodifiableMap(roles);
+    }
+
+    /** Keys that shape conversation turns and their labels, which only supervised {@code chat_template} rows read. */
+    private static final List<String> SFT_CHAT_KEYS = List.of("roles_to_train", "train_on_eos", "train_on_eot",
+            "field_system", "field_tools", "field_thinking", "template_thinking_key", "split_thinking",
+            "message_field_training", "message_field_training_detail");
+    /** Keys every conversation type reads (SFT chat_template, DPO chat_template.default, GRPO chat_template prompts). */
+    private static final List<String> CONVERSATION_KEYS = List.of("roles", "message_property_mappings",
+            "message_field_role", "message_field_content", "field_messages", "drop_system_message");
+
+    /**
+     * A key that the dataset's type never reads changes nothing: said, so that nobody believes it took effect (Axolotl
+     * drops such keys silently).
+     */
+    private void noEffectOn(DatasetType type, Recipe.Objective objective, Mapping m) {
+        boolean sftChat = type == DatasetType.CHAT_TEMPLATE && !(objective instanceof Recipe.Objective.Grpo);
+        boolean conversation = sftChat || type == DatasetType.CHAT_TEMPLATE_DEFAULT;
+        for (var e : m.entries().values()) {
+            String key = e.key();
+            boolean reads = SFT_CHAT_KEYS.contains(key) ? sftChat : CONVERSATION_KEYS.contains(key) ? conversation : true;
+            if (!reads && LeftoverKeys.enabled(e.value())) {
+                problems.warn(e.keyWhere(), "datasets[]." + key + " has no effect on type " + type.key(),
+                        "remove it, or use type: chat_template, whose conversation rows it shapes");
+            }
+        }
     }
 
     /** The trainer reads the .jsonl and .json files directly inside a dataset folder. */

@@ -21,6 +21,7 @@ import java.util.Map;
  * @param split the split to read ({@code train} when not written)
  * @param fieldChosen preference types: the chosen-answer field, or {@code null} for the type's own default
  * @param fieldRejected preference types: the rejected-answer field, or {@code null} for the type's own default
+ * @param chat how conversation rows become turns and labels (roles, system and reasoning fields, per-turn flags)
  */
 public record DatasetSpec(
         Path path,
@@ -35,7 +36,16 @@ public record DatasetSpec(
         String remote,
         String split,
         String fieldChosen,
-        String fieldRejected) {
+        String fieldRejected,
+        ChatOptions chat) {
+
+    /** A dataset with Axolotl's conversation defaults. */
+    public DatasetSpec(Path path, DatasetType type, String field, String fieldMessages,
+            Map<String, String> messagePropertyMappings, List<String> rolesToTrain, TrainOnEos trainOnEos,
+            String chatTemplate, String where, String remote, String split, String fieldChosen, String fieldRejected) {
+        this(path, type, field, fieldMessages, messagePropertyMappings, rolesToTrain, trainOnEos, chatTemplate, where,
+                remote, split, fieldChosen, fieldRejected, ChatOptions.DEFAULTS);
+    }
 
     public boolean local() {
         return path != null;

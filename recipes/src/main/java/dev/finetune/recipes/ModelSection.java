@@ -95,10 +95,36 @@ final class ModelSection {
                     "add chat_template_jinja: with the template text or a file path");
         }
         List<String> eot = top.strings("eot_tokens", false);
+        Mapping kwargs = top.mapping("chat_template_kwargs");
+        String defaultSystemMessage = top.string("default_system_message", null);
         this.architectureName = baseModelConfig != null ? baseModelConfig : baseModel;
         return new Recipe.Model(baseModel, baseModelConfig, tokenizerConfig, trustRemoteCode, Map.copyOf(specialTokens),
-                chatTemplate, chatTemplateJinja, eot == null ? List.of() : eot);
+                chatTemplate, chatTemplateJinja, eot == null ? List.of() : eot, templateVariables(kwargs),
+                defaultSystemMessage);
     }
+
+    /**
+     * {@code chat_template_kwargs} as the variables a template reads ({@code enable_thinking: false}); the names the
+     * renderer sets itself cannot be overridden this way.
+     */
+    private Map<String, Object> templateVariables(Mapping kwargs) {
+        if (kwargs == null) {
+            return Map.of();
+        }
+        for (var e : kwargs.entries().values()) {
+            if (RESERVED_TEMPLATE_VARIABLES.contains(e.key())) {
+                problems.error(e.keyWhere(), "chat_template_kwargs." + e.key() + " is set by finetune for every rendering",
+                        "remove it; " + (e.key().equals("tools") ? "tools come from the dataset's field_tools"
+                                : e.key().equals("messages") ? "messages come from the dataset" : "it is not a template option"));
+            }
+        }
+        @SuppressWarnings("unchecked")
+        Map<String, Object> variables = (Map<String, Object>) YamlNode.plain(kwargs);
+        return variables;
+    }
+
+    private static final Set<String> RESERVED_TEMPLATE_VARIABLES = Set.of("messages", "add_generation_prompt", "tools",
+            "bos_token", "eos_token", "pad_token", "unk_token");
 
     AdapterSpec adapter(KeyReader top) {
         String adapter = top.string("adapter", null);

@@ -28,6 +28,10 @@ public record Recipe(
      * @param baseModel hub id ({@code meta-llama/Llama-3.1-8B}) or local directory as written
      * @param specialTokens {@code special_tokens}: {@code bos_token}, {@code eos_token}, {@code pad_token}, ... → text
      * @param chatTemplate {@code chat_template} name, or {@code null} for the tokenizer's own / none
+     * @param eotTokens {@code eot_tokens}: the tokens that end a turn, for {@code train_on_eot}; empty = the EOS token
+     * @param chatTemplateKwargs {@code chat_template_kwargs}: extra variables every template rendering sees
+     * @param defaultSystemMessage {@code default_system_message}: the system turn of a conversation that has none,
+     *     or {@code null}
      */
     public record Model(
             String baseModel,
@@ -37,7 +41,9 @@ public record Recipe(
             Map<String, String> specialTokens,
             String chatTemplate,
             String chatTemplateJinja,
-            List<String> eotTokens) {}
+            List<String> eotTokens,
+            Map<String, Object> chatTemplateKwargs,
+            String defaultSystemMessage) {}
 
     /**
      * @param valSetSize fraction of the training rows held out for evaluation (0 = none)
@@ -45,6 +51,7 @@ public record Recipe(
      * @param excessLength {@code excess_length_strategy}: what happens to an example longer than {@code sequence_len}
      * @param skipInvalidRows {@code dataset_skip_invalid_rows} (ours; Axolotl stops at a broken row): skip and count
      *     rows that cannot be read instead of stopping
+     * @param selection which examples are kept and in what order (shuffles, dedup, shards, minimum length)
      */
     public record Data(
             List<DatasetSpec> datasets,
@@ -53,7 +60,8 @@ public record Recipe(
             String preparedPath,
             boolean trainOnInputs,
             ExcessLength excessLength,
-            boolean skipInvalidRows) {}
+            boolean skipInvalidRows,
+            DataSelection selection) {}
 
     /** Axolotl's {@code excess_length_strategy}; {@code drop} is its default. */
     public enum ExcessLength {

@@ -35,6 +35,11 @@ public final class ResumeInvariants {
         keys.put("micro_batch_size", String.valueOf(recipe.batch().microBatchSize()));
         keys.put("train_on_inputs", Boolean.toString(recipe.data().trainOnInputs()));
         keys.put("chat_template", String.valueOf(recipe.model().chatTemplate()));
+        // which rows are trained and in what order (shards, dedup, curriculum); only when set, so checkpoints of
+        // recipes that set none of them stay resumable
+        if (!recipe.data().selection().equals(DataSelection.DEFAULTS)) {
+            keys.put("data_selection", recipe.data().selection().toString());
+        }
         return Map.copyOf(keys);
     }
 }

@@ -54,6 +54,23 @@ public sealed interface YamlNode {
      */
     record Scalar(Object value, String text, Where where) implements YamlNode {}
 
+    /**
+     * The value as plain Java data, for settings handed on as they are (template variables, model config overrides):
+     * mappings as ordered maps, lists, and the scalars' own values. The order is the recipe's, so the text of a
+     * record holding it is the same from one run to the next.
+     */
+    static Object plain(YamlNode node) {
+        if (node instanceof Mapping m) {
+            Map<String, Object> out = new LinkedHashMap<>();
+            m.entries().forEach((k, e) -> out.put(k, plain(e.value())));
+            return java.util.Collections.unmodifiableMap(out);
+        }
+        if (node instanceof Sequence s) {
+            return java.util.Collections.unmodifiableList(new java.util.ArrayList<>(s.items().stream().map(YamlNode::plain).toList()));
+        }
+        return ((Scalar) node).value();
+    }
+
     /** What a user would call the node's type in a message. */
     static String describe(YamlNode node) {
         if (node instanceof Mapping) {

@@ -42,7 +42,7 @@ class RecipeLoadingTest {
     static Recipe withoutLocations(Recipe r) {
         Recipe.Data d = r.data();
         return new Recipe(r.model(), r.adapter(), new Recipe.Data(strip(d.datasets()), strip(d.testDatasets()),
-                d.valSetSize(), d.preparedPath(), d.trainOnInputs(), d.excessLength(), d.skipInvalidRows()), r.training(), r.batch(), r.precision(),
+                d.valSetSize(), d.preparedPath(), d.trainOnInputs(), d.excessLength(), d.skipInvalidRows(), d.selection()), r.training(), r.batch(), r.precision(),
                 r.objective(), r.distributed(), r.hardware(), r.backend(), r.output(),
                 r.speedups());
     }
@@ -50,7 +50,7 @@ class RecipeLoadingTest {
     private static List<DatasetSpec> strip(List<DatasetSpec> specs) {
         return specs.stream().map(s -> new DatasetSpec(s.path(), s.type(), s.field(), s.fieldMessages(),
                 s.messagePropertyMappings(), s.rolesToTrain(), s.trainOnEos(), s.chatTemplate(), null, s.remote(),
-                s.split(), s.fieldChosen(), s.fieldRejected())).toList();
+                s.split(), s.fieldChosen(), s.fieldRejected(), s.chat())).toList();
     }
 
     @TestFactory

@@ -13,9 +13,9 @@ class SchedulePlanTest {
     private static Recipe recipe(Integer maxSteps, Integer warmupSteps, Double warmupRatio, EvalStrategy evalStrategy,
             Double evalSteps, Double saveSteps, Integer savesPerEpoch, int loraRank) {
         Recipe.Model model = new Recipe.Model("configs/models/stories260K", null, null, false, Map.of(), null, null,
-                List.of());
+                List.of(), Map.of(), null);
         AdapterSpec adapter = new AdapterSpec.Lora(loraRank, 16, 0.05, List.of("q_proj", "v_proj"), false, false, null);
-        Recipe.Data data = new Recipe.Data(List.of(), List.of(), 0.1, null, false, Recipe.ExcessLength.DROP, false);
+        Recipe.Data data = new Recipe.Data(List.of(), List.of(), 0.1, null, false, Recipe.ExcessLength.DROP, false, DataSelection.DEFAULTS);
         Recipe.Training training = new Recipe.Training(256, true, true, false, 3, maxSteps, 2e-4, LrScheduler.COSINE,
                 0.1, warmupSteps, warmupRatio, Recipe.Optimizer.ADAMW_TORCH, 0.01, 0.9, 0.95, 1e-8, 0.5, true, 17, true);
         Recipe.Output output = new Recipe.Output("out", new Resume.Fresh(), null, null, saveSteps, savesPerEpoch, 3,

@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.finetune.recipes.AdapterSpec;
+import dev.finetune.recipes.DataSelection;
 import dev.finetune.recipes.LaunchShape;
 import dev.finetune.recipes.Recipe;
 import dev.finetune.recipes.ResolvedRun;
@@ -43,9 +44,9 @@ class RecipeSetupTest {
     static Recipe recipe(AdapterSpec adapter, Recipe.Flag bf16, Recipe.Optimizer optimizer, boolean checkpointing,
             Recipe.Objective objective, Recipe.Fsdp fsdp, Recipe.Hardware hardware) {
         return new Recipe(
-                new Recipe.Model("meta-llama/Llama-3.1-8B", null, null, false, Map.of(), null, null, List.of()),
+                new Recipe.Model("meta-llama/Llama-3.1-8B", null, null, false, Map.of(), null, null, List.of(), Map.of(), null),
                 adapter,
-                new Recipe.Data(List.of(), List.of(), 0, null, false, Recipe.ExcessLength.DROP, false),
+                new Recipe.Data(List.of(), List.of(), 0, null, false, Recipe.ExcessLength.DROP, false, DataSelection.DEFAULTS),
                 new Recipe.Training(2048, true, true, true, 1, null, 2e-4, dev.finetune.recipes.LrScheduler.COSINE, 0, null, null, optimizer, 0, 0.9, 0.999,
                         1e-8, 1.0, checkpointing, 42, true),
                 new Recipe.Batch(2, 4, null, null),

@@ -1,70 +1,109 @@
 package dev.finetune.trainers.data;
 
-import com.google.gson.JsonArray;
-import com.google.gson.JsonElement;
 import com.google.gson.JsonObject;
 import dev.finetune.recipes.DatasetSpec;
 import dev.finetune.recipes.TrainOnEos;
+import dev.finetune.recipes.UserError;
 import dev.finetune.trainers.text.ChatTemplate;
 import dev.finetune.trainers.text.ChatTemplates;
-import dev.finetune.trainers.text.Message;
 import dev.finetune.trainers.text.TemplateException;
 import dev.finetune.trainers.text.Tokenizer;
 import java.util.ArrayList;
 import java.util.Arrays;
-import java.util.LinkedHashMap;
+import java.util.BitSet;
 import java.util.List;
-import java.util.Map;
 import java.util.Set;
 import java.util.stream.Collectors;
 
 /**
  * {@code type: chat_template}: a list of messages rendered with the chosen chat template, with Axolotl's label
  * rules: the content of each message whose role is in {@code roles_to_train} (or every message with
- * train_on_inputs) is learned, template text around it is not, and the EOS token that closes a turn is learned
- * per {@code train_on_eos} ({@code turn}: after trained turns, {@code all}, {@code last}, {@code none}).
+ * train_on_inputs; or as the message's own {@code message_field_training} flag says) is learned, template text
+ * around it is not, and the tokens that close a turn are learned per {@code train_on_eos} (the EOS token) and
+ * {@code train_on_eot} (the {@code eot_tokens}): {@code turn}: after trained turns, {@code all}, {@code last},
+ * {@code none}. How rows become turns is {@link Conversations}'.
  */
 final class ChatTemplateFormat implements RowFormat {
-    /** Axolotl's default role names for ShareGPT-style data. */
-    private static final Map<String, String> ROLE_ALIASES = Map.of("human", "user", "gpt", "assistant");
-    /** Axolotl accepts an EOS this many tokens after a turn's content (e.g. after a newline the template adds). */
+    /** Axolotl accepts an end token this many tokens after a turn's content (e.g. after a newline the template adds). */
     private static final int EOS_REACH = 3;
 
     private final Tokenizer tokenizer;
     private final ChatTemplate template;
-    private final String messagesField;
-    private final String roleField;
-    private final String contentField;
-    /** Further message properties the dataset renames: template name → dataset field. */
-    private final Map<String, String> otherFields;
+    private final Conversations conversations;
     private final Set<String> rolesToTrain;
     private final TrainOnEos trainOnEos;
+    private final TrainOnEos trainOnEot;
+    /** The ids of the eot_tokens the template writes (the EOS token when the recipe names none). */
+    private final Set<Integer> eotIds;
     private final boolean trainOnInputs;
     private final String note;
 
     ChatTemplateFormat(DatasetSpec spec, DataOptions options, Tokenizer tokenizer) {
         this.tokenizer = tokenizer;
-        boolean ownTemplate = spec.chatTemplate() != null && !spec.chatTemplate().isBlank();
-        this.template = ownTemplate
-                ? ChatTemplates.resolve(spec.chatTemplate(), options.chatTemplateJinja(), tokenizer, spec.where() + " chat_template")
-                : ChatTemplates.resolve(options.chatTemplate(), options.chatTemplateJinja(), tokenizer, "chat_template");
-        this.messagesField = blankTo(spec.fieldMessages(), "messages");
-        Map<String, String> mappings = spec.messagePropertyMappings() == null ? Map.of() : spec.messagePropertyMappings();
-        this.roleField = blankTo(mappings.get("role"), "role");
-        this.contentField = blankTo(mappings.get("content"), "content");
-        Map<String, String> others = new LinkedHashMap<>(mappings);
-        others.remove("role");
-        others.remove("content");
-        this.otherFields = Map.copyOf(others);
+        this.template = template(spec, options, tokenizer);
+        this.conversations = new Conversations(spec, options.templates());
         List<String> roles = spec.rolesToTrain() == null ? List.of("assistant") : spec.rolesToTrain();
-        this.rolesToTrain = roles.stream().map(r -> ROLE_ALIASES.getOrDefault(r, r)).collect(Collectors.toUnmodifiableSet());
+        this.rolesToTrain = roles.stream().map(conversations::role).collect(Collectors.toUnmodifiableSet());
         this.trainOnEos = spec.trainOnEos() != null ? spec.trainOnEos() : TrainOnEos.TURN;
+        // Axolotl: train_on_eot follows train_on_eos unless written
+        this.trainOnEot = spec.chat().trainOnEot() != null ? spec.chat().trainOnEot() : trainOnEos;
         this.trainOnInputs = options.trainOnInputs();
+        List<String> notes = new ArrayList<>();
+        this.eotIds = eotIds(options.templates().eotTokens(), spec, notes);
         String eos = tokenizer.special().eos();
-        this.note = eos != null && trainOnEos != TrainOnEos.NONE && !template.source().contains(eos) && !template.source().contains("eos_token")
-                ? "chat template '" + template.name() + "' never writes the EOS token " + eos
-                        + ", so turn ends are not learned; a model trained this way may not stop"
-                : null;
+        if (eos != null && trainOnEos != TrainOnEos.NONE && !template.source().contains(eos) && !template.source().contains("eos_token")) {
+            notes.add("chat template '" + template.name() + "' never writes the EOS token " + eos
+                    + ", so turn ends are not learned; a model trained this way may not stop");
+        }
+        this.note = notes.isEmpty() ? null : String.join("; ", notes);
+    }
+
+    /**
+     * The dataset's own template ({@code chat_template}, or its {@code chat_template_jinja}, with the recipe's
+     * jinja text when it names {@code jinja} without one), else the recipe's; with {@code chat_template_kwargs}.
+     */
+    static ChatTemplate template(DatasetSpec spec, DataOptions options, Tokenizer tokenizer) {
+        boolean own = spec.chatTemplate() != null && !spec.chatTemplate().isBlank();
+        ChatTemplate template = own
+                ? ChatTemplates.resolve(spec.chatTemplate(), spec.chat().chatTemplateJinja() != null
+                        ? spec.chat().chatTemplateJinja() : options.chatTemplateJinja(), tokenizer, spec.where() + " chat_template")
+                : ChatTemplates.resolve(options.chatTemplate(), options.chatTemplateJinja(), tokenizer, "chat_template");
+        return template.withVariables(options.templates().variables());
+    }
+
+    /**
+     * Axolotl's rules for {@code eot_tokens}: each must be one token; one the template never writes is left out (with
+     * a note); the EOS token among them must be trained as {@code train_on_eos} says.
+     */
+    private Set<Integer> eotIds(List<String> eotTokens, DatasetSpec spec, List<String> notes) {
+        String eos = tokenizer.special().eos();
+        if (eotTokens.isEmpty()) {
+            return tokenizer.special().eosId() >= 0 ? Set.of(tokenizer.special().eosId()) : Set.of();
+        }
+        Set<Integer> ids = new java.util.LinkedHashSet<>();
+        for (String token : eotTokens) {
+            int id = tokenizer.singleTokenId(token);
+            if (id < 0) {
+                throw new UserError("eot_tokens", "eot token '" + token + "' is not one token of this tokenizer ("
+                        + tokenizer.encode(token, false).length + " tokens)", "name tokens the tokenizer has as special "
+                        + "tokens, e.g. the template's end-of-turn marker");
+            }
+            if (!template.source().contains(token)) {
+                notes.add("eot token " + token + " never appears in chat template '" + template.name() + "', so it is not used");
+                continue;
+            }
+            ids.add(id);
+        }
+        if (eos != null && eotTokens.contains(eos) && trainOnEos != trainOnEot) {
+            throw new UserError(spec.where(), "the EOS token " + eos + " is in eot_tokens, but train_on_eos ("
+                    + key(trainOnEos) + ") and train_on_eot (" + key(trainOnEot) + ") say different things about it",
+                    "set train_on_eot equal to train_on_eos, or leave " + eos + " out of eot_tokens");
+        }
+        return Set.copyOf(ids);
+    }
+
+    private static String key(TrainOnEos value) {
+        return value.name().toLowerCase(java.util.Locale.ROOT);
     }
 
     @Override
@@ -74,10 +113,11 @@ final class ChatTemplateFormat implements RowFormat {
 
     @Override
     public List<Example> examples(JsonObject row) {
-        List<Message> messages = messages(row);
+        Conversations.Conversation conversation = conversations.read(row);
+        List<Conversations.Turn> turns = conversation.turns();
         ChatTemplate.Rendered rendered;
         try {
-            rendered = template.renderWithSpans(messages);
+            rendered = template.renderWithSpans(conversation.messages(), conversation.variables());
         } catch (TemplateException e) {
             throw new InvalidRow(e.getMessage(), "check the conversation's roles and order against the chat template");
         }
@@ -86,11 +126,15 @@ final class ChatTemplateFormat implements RowFormat {
         int[] labels = new int[ids.length];
         Arrays.fill(labels, Example.IGNORE);
         int lastEos = -1;
+        int lastEot = -1;
         int eos = tokenizer.special().eosId();
-        for (int m = 0; m < messages.size(); m++) {
-            boolean train = trainOnInputs || rolesToTrain.contains(messages.get(m).role());
+        boolean everyEnd = trainOnEos == TrainOnEos.ALL || trainOnEot == TrainOnEos.ALL;
+        for (int m = 0; m < turns.size(); m++) {
+            Conversations.Turn turn = turns.get(m);
+            boolean train = turn.train() != null ? turn.train()
+                    : turn.trainedChars() != null ? true : trainOnInputs || rolesToTrain.contains(turn.message().role());
             ChatTemplate.Span span = rendered.contents().get(m);
-            if ((!train && trainOnEos != TrainOnEos.ALL) || span == null || span.start() == span.end()) {
+            if ((!train && !everyEnd) || span == null || span.start() == span.end()) {
                 continue;
             }
             int first = -1;
@@ -108,10 +152,19 @@ final class ChatTemplateFormat implements RowFormat {
             }
             if (train) {
                 for (int t = first; t < end; t++) {
-                    labels[t] = ids[t];
+                    if (turn.trainedChars() == null || trainedInside(turn.trainedChars(), encoded, t, span)) {
+                        labels[t] = ids[t];
+                    }
                 }
             }
-            int eosAt = firstAtOrAfter(ids, eos, end);
+            int eotAt = firstAtOrAfter(ids, eotIds, end);
+            if (eotAt >= 0 && eotAt - end <= EOS_REACH) {
+                lastEot = eotAt;
+                if (trainOnEot == TrainOnEos.ALL || (trainOnEot == TrainOnEos.TURN && train)) {
+                    labels[eotAt] = ids[eotAt];
+                }
+            }
+            int eosAt = eos < 0 ? -1 : firstAtOrAfter(ids, Set.of(eos), end);
             if (eosAt >= 0 && eosAt - end <= EOS_REACH) {
                 lastEos = eosAt;
                 if (trainOnEos == TrainOnEos.ALL || (trainOnEos == TrainOnEos.TURN && train)) {
@@ -119,109 +172,34 @@ final class ChatTemplateFormat implements RowFormat {
                 }
             }
         }
+        if (trainOnEot == TrainOnEos.LAST && lastEot >= 0) {
+            labels[lastEot] = ids[lastEot];
+        }
         if (trainOnEos == TrainOnEos.LAST && lastEos >= 0) {
             labels[lastEos] = ids[lastEos];
         }
         return List.of(new Example(ids, labels));
     }
 
-    private List<Message> messages(JsonObject row) {
-        JsonElement list = row.get(messagesField);
-        String hint = "write \"" + messagesField + "\": [{\"" + roleField + "\": \"user\", \"" + contentField + "\": \"...\"}, ...]";
-        if (list == null || list.isJsonNull()) {
-            throw new InvalidRow("missing field '" + messagesField + "' (type chat_template)",
-                    hint + ", or name the field with field_messages:");
-        }
-        if (!list.isJsonArray() || list.getAsJsonArray().isEmpty()) {
-            throw new InvalidRow("field '" + messagesField + "' must be a non-empty array of messages, found " + Fields.describe(list), hint);
-        }
-        List<Message> messages = new ArrayList<>();
-        JsonElement system = row.get("system");
-        int index = 0;
-        for (JsonElement element : (JsonArray) list) {
-            String where = messagesField + "[" + index + "]";
-            if (!element.isJsonObject()) {
-                throw new InvalidRow(where + " must be an object, found " + Fields.describe(element), hint);
-            }
-            JsonObject message = element.getAsJsonObject();
-            String role = text(message, roleField, where, hint);
-            role = ROLE_ALIASES.getOrDefault(role, role);
-            // Axolotl adds the row's "system" field as a first turn when the conversation has no system message.
-            if (index == 0 && !"system".equals(role) && system != null && !system.isJsonNull()) {
-                messages.add(new Message("system", Fields.asString(system, "system")));
-            }
-            messages.add(new Message(role, content(message.get(contentField), where, hint), extra(message)));
-            index++;
-        }
-        return messages;
-    }
-
     /**
-     * Properties beyond role and content, under the names the template expects: renamed ones through
-     * message_property_mappings, the rest as the dataset spells them.
+     * Whether every character token {@code t} covers inside the content is a trained one: a token that straddles a
+     * trained and an untrained stretch is left untrained, as Axolotl does.
      */
-    private Map<String, Object> extra(JsonObject message) {
-        Map<String, Object> extra = new LinkedHashMap<>();
-        for (Map.Entry<String, String> renamed : otherFields.entrySet()) {
-            Object value = Fields.toJava(message.get(renamed.getValue()));
-            if (value != null) {
-                extra.put(renamed.getKey(), value);
-            }
-        }
-        for (Map.Entry<String, JsonElement> field : message.entrySet()) {
-            String name = field.getKey();
-            if (name.equals(roleField) || name.equals(contentField) || otherFields.containsValue(name) || extra.containsKey(name)) {
-                continue;
-            }
-            Object value = Fields.toJava(field.getValue());
-            if (value != null) {
-                extra.put(name, value);
-            }
-        }
-        return extra;
+    private static boolean trainedInside(BitSet trained, Tokenizer.Encoded encoded, int t, ChatTemplate.Span content) {
+        int from = Math.max(encoded.start()[t], content.start()) - content.start();
+        int to = Math.min(encoded.end()[t], content.end()) - content.start();
+        return to > from && trained.get(from, to).cardinality() == to - from;
     }
 
-    private String text(JsonObject message, String field, String where, String hint) {
-        JsonElement value = message.get(field);
-        if (value == null || value.isJsonNull()) {
-            throw new InvalidRow(where + " has no '" + field + "'", hint + "; other field names are mapped with message_property_mappings:");
-        }
-        return Fields.asString(value, where + "." + field);
-    }
-
-    /** Content is a string, or (OpenAI style) a list of parts whose {@code text} fields are joined. */
-    private String content(JsonElement value, String where, String hint) {
-        String field = where + "." + contentField;
-        if (value == null || value.isJsonNull()) {
-            throw new InvalidRow(where + " has no '" + contentField + "'", hint + "; other field names are mapped with message_property_mappings:");
-        }
-        if (!value.isJsonArray()) {
-            return Fields.asString(value, field);
-        }
-        StringBuilder joined = new StringBuilder();
-        for (JsonElement part : value.getAsJsonArray()) {
-            if (!part.isJsonObject() || !part.getAsJsonObject().has("text")) {
-                throw new InvalidRow(field + " parts must be objects with a 'text' field, found " + Fields.describe(part),
-                        "write \"content\": \"...\" or [{\"type\": \"text\", \"text\": \"...\"}]");
-            }
-            joined.append(Fields.asString(part.getAsJsonObject().get("text"), field + "[].text"));
-        }
-        return joined.toString();
-    }
-
-    private static int firstAtOrAfter(int[] ids, int token, int from) {
-        if (token < 0) {
+    private static int firstAtOrAfter(int[] ids, Set<Integer> tokens, int from) {
+        if (tokens.isEmpty()) {
             return -1;
         }
         for (int t = from; t < ids.length; t++) {
-            if (ids[t] == token) {
+            if (tokens.contains(ids[t])) {
                 return t;
             }
         }
         return -1;
-    }
-
-    private static String blankTo(String value, String fallback) {
-        return value == null || value.isBlank() ? fallback : value;
     }
 }

@@ -5,11 +5,7 @@ import dev.finetune.recipes.UserError;
 import dev.finetune.trainers.text.Tokenizer;
 import java.nio.file.Path;
 import java.util.ArrayList;
-import java.util.Collections;
-import java.util.HashSet;
 import java.util.List;
-import java.util.Random;
-import java.util.Set;
 import java.util.stream.IntStream;
 
 /**
@@ -28,6 +24,7 @@ public final class DataPipeline {
         Run run = new Run(options);
         List<DataReport.DatasetLine> lines = new ArrayList<>();
         List<String> notes = new ArrayList<>();
+        List<List<List<Example>>> perDataset = new ArrayList<>();
         for (DatasetSpec spec : specs) {
             requireLocalTrainSplit(spec);
             RowFormat format = RowFormat.of(spec, options, tokenizer);
@@ -35,25 +32,36 @@ public final class DataPipeline {
                 notes.add(spec.path().getFileName() + ": " + format.note());
             }
             int rowsBefore = run.rows;
-            int examplesBefore = run.examples();
             int skippedBefore = run.skipped;
+            run.groups = new ArrayList<>();
             for (Path file : JsonRows.files(spec.path(), spec.where())) {
                 JsonRows.read(file, row -> run.add(row, format));
             }
+            perDataset.add(run.groups);
             lines.add(new DataReport.DatasetLine(spec.path().toString(), spec.type() == null ? "pre-tokenized" : spec.type().key(),
-                    run.rows - rowsBefore, run.examples() - examplesBefore, run.skipped - skippedBefore));
+                    run.rows - rowsBefore, run.groups.stream().mapToInt(List::size).sum(), run.skipped - skippedBefore));
         }
-        if (run.groups.isEmpty()) {
-            throw new UserError(specs.get(0).where(), "the datasets hold no usable example (" + run.rows + " rows read)",
-                    "check the rows' fields against the dataset type, and that sequence_len leaves room for them");
+        if (perDataset.stream().allMatch(List::isEmpty)) {
+            throw new UserError(specs.get(0).where(), "the datasets hold no usable example (" + run.rows + " rows read"
+                    + (run.untrained > 0 ? ", " + run.untrained + " with no token to learn" : "")
+                    + (run.tooLong > 0 ? ", " + run.tooLong + " longer than sequence_len " + options.sequenceLen() : "")
+                    + (run.tooShort > 0 ? ", " + run.tooShort + " shorter than min_sample_len "
+                            + options.selection().minSampleLen() : "") + ")",
+                    run.untrained > 0 ? "no token carries loss: check roles_to_train (and roles, for the dataset's own "
+                            + "role names) or train_on_inputs"
+                            : "check the rows' fields against the dataset type, and that sequence_len leaves room for them");
         }
 
-        Set<Integer> held = heldOut(run.groups.size(), options);
+        RowSelection.Result<List<Example>> selected = RowSelection.apply(perDataset, options.selection(),
+                options.valSetSize(), options.seed(), DataPipeline::identity);
+        if (selected.train().isEmpty()) {
+            throw new UserError("dataset_shard_idx", "shard " + options.selection().shardIndex() + " of "
+                    + options.selection().shardCount() + " holds no example", "use fewer shards (dataset_shard_num)");
+        }
         List<Example> train = new ArrayList<>();
         List<Example> eval = new ArrayList<>();
-        for (int g = 0; g < run.groups.size(); g++) {
-            (held.contains(g) ? eval : train).addAll(run.groups.get(g));
-        }
+        selected.train().forEach(train::addAll);
+        selected.eval().forEach(eval::addAll);
 
         long tokens = train.stream().mapToLong(Example::length).sum();
         long targets = train.stream().mapToLong(Example::targets).sum();
@@ -61,8 +69,18 @@ public final class DataPipeline {
         double efficiency = Double.NaN;
         if (options.samplePacking()) {
             sequences = Packing.pack(PreparedData.lengths(train), IntStream.range(0, train.size()).boxed().toList(),
-                    options.sequenceLen()).size();
+                    options.sequenceLen(), PreparedData.packsInOrder(options)).size();
             efficiency = (double) tokens / ((long) sequences * options.sequenceLen());
+        }
+        if (run.tooShort > 0) {
+            notes.add(run.tooShort + " examples shorter than min_sample_len " + options.selection().minSampleLen() + " dropped");
+        }
+        if (selected.duplicates() > 0) {
+            notes.add(selected.duplicates() + " rows dropped as exact duplicates (dataset_exact_deduplication)");
+        }
+        if (options.selection().sharded()) {
+            notes.add("shard " + options.selection().shardIndex() + " of " + options.selection().shardCount() + " kept, "
+                    + selected.outsideShard() + " rows of the other shards left out");
         }
         DataReport report = new DataReport(lines, train.size(), eval.size(), tokens, targets, options.sequenceLen(),
                 options.excessLength(), run.tooLong, run.untrained, run.skipped, run.skippedAt, sequences, efficiency, notes);
@@ -83,38 +101,30 @@ public final class DataPipeline {
         }
     }
 
-    /** Which rows val_set_size holds out: a seeded draw of ceil(fraction × rows) rows, or the given count. */
-    private static Set<Integer> heldOut(int rows, DataOptions options) {
-        double size = options.valSetSize();
-        if (size == 0) {
-            return Set.of();
+    /** A row's tokens and labels, what exact deduplication compares. */
+    private static List<long[]> identity(List<Example> group) {
+        List<long[]> arrays = new ArrayList<>();
+        for (Example example : group) {
+            arrays.add(java.util.Arrays.stream(example.inputIds()).asLongStream().toArray());
+            arrays.add(java.util.Arrays.stream(example.labels()).asLongStream().toArray());
         }
-        int count = size < 1 ? (int) Math.ceil(size * rows) : (int) size;
-        if (count >= rows) {
-            throw new UserError("val_set_size", "val_set_size " + (size < 1 ? size : (int) size) + " holds out " + count
-                    + " of " + rows + " usable rows, leaving nothing to train on", "lower val_set_size or add data");
-        }
-        List<Integer> order = new ArrayList<>(IntStream.range(0, rows).boxed().toList());
-        Collections.shuffle(order, new Random(options.seed()));
-        return new HashSet<>(order.subList(0, count));
+        return arrays;
     }
 
     /** Counters and examples while rows stream in; rows stay grouped so the split never separates a row's chunks. */
     private static final class Run {
         final DataOptions options;
-        final List<List<Example>> groups = new ArrayList<>();
+        /** The current dataset's rows, each the examples it made. */
+        List<List<Example>> groups = new ArrayList<>();
         final List<String> skippedAt = new ArrayList<>();
         int rows;
         int skipped;
         int tooLong;
+        int tooShort;
         int untrained;
 
         Run(DataOptions options) {
             this.options = options;
-        }
-
-        int examples() {
-            return groups.stream().mapToInt(List::size).sum();
         }
 
         void add(JsonRows.Row row, RowFormat format) {
@@ -149,6 +159,10 @@ public final class DataPipeline {
                                 + " tokens, more than sequence_len " + options.sequenceLen(),
                                 "raise sequence_len, or set excess_length_strategy: truncate or drop");
                     }
+                }
+                if (example.length() < options.selection().minSampleLen()) {
+                    tooShort++;
+                    continue;
                 }
                 if (example.targets() == 0) {
                     untrained++;

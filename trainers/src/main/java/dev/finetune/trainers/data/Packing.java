@@ -5,9 +5,37 @@ import java.util.Comparator;
 import java.util.List;
 import java.util.TreeMap;
 
-/** Bins examples into sequences of at most {@code capacity} tokens: best-fit decreasing, O(n log n). */
+/**
+ * Bins examples into sequences of at most {@code capacity} tokens: best-fit decreasing, O(n log n); or, to keep the
+ * examples' order ({@code sample_packing_sequentially}, curriculum sampling), next-fit in that order.
+ */
 final class Packing {
     private Packing() {}
+
+    /** The packing the recipe asks for: in the given order when {@code inOrder}, else best-fit decreasing. */
+    static List<int[]> pack(int[] lengths, List<Integer> order, int capacity, boolean inOrder) {
+        return inOrder ? inOrder(lengths, order, capacity) : pack(lengths, order, capacity);
+    }
+
+    /** Next-fit: each example joins the current sequence while it fits, else starts the next; the order is kept. */
+    static List<int[]> inOrder(int[] lengths, List<Integer> order, int capacity) {
+        List<int[]> out = new ArrayList<>();
+        List<Integer> bin = new ArrayList<>();
+        int used = 0;
+        for (int example : order) {
+            if (!bin.isEmpty() && used + lengths[example] > capacity) {
+                out.add(bin.stream().mapToInt(Integer::intValue).toArray());
+                bin = new ArrayList<>();
+                used = 0;
+            }
+            bin.add(example);
+            used += lengths[example];
+        }
+        if (!bin.isEmpty()) {
+            out.add(bin.stream().mapToInt(Integer::intValue).toArray());
+        }
+        return out;
+    }
 
     /**
      * Indices into {@code lengths}, grouped into bins. Examples are placed longest first, each into the fullest bin

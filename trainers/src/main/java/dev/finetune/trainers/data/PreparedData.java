@@ -39,12 +39,16 @@ public final class PreparedData {
     }
 
     /**
-     * The epoch's micro batches: examples shuffled by seed and epoch, packed when sample_packing is on. A loop that
-     * permutes micro batches itself (the Trainer does) takes epoch 0's list once.
+     * The epoch's micro batches: examples shuffled by seed and epoch, packed when sample_packing is on; under
+     * curriculum_sampling in the data's order, packed in that order. A loop that permutes micro batches itself (the
+     * Trainer does) takes epoch 0's list once.
      */
     public List<TokenBatch> trainBatches(int epoch, int microBatchSize) {
-        Random random = new Random(options.seed() * 1_000_003L + epoch);
         List<Integer> order = new ArrayList<>(IntStream.range(0, train.size()).boxed().toList());
+        if (options.selection().curriculum()) {
+            return batches(train, rows(train, order), microBatchSize);
+        }
+        Random random = new Random(options.seed() * 1_000_003L + epoch);
         Collections.shuffle(order, random);
         List<int[]> rows = rows(train, order);
         if (options.samplePacking()) {
@@ -66,13 +70,18 @@ public final class PreparedData {
 
     private List<int[]> rows(List<Example> examples, List<Integer> order) {
         if (options.samplePacking()) {
-            return new ArrayList<>(Packing.pack(lengths(examples), order, options.sequenceLen()));
+            return new ArrayList<>(Packing.pack(lengths(examples), order, options.sequenceLen(), packsInOrder(options)));
         }
         List<int[]> rows = new ArrayList<>(order.size());
         for (int index : order) {
             rows.add(new int[] {index});
         }
         return rows;
+    }
+
+    /** Order-keeping packing: asked for, or implied by curriculum sampling (whose order best-fit would undo). */
+    static boolean packsInOrder(DataOptions options) {
+        return options.selection().packInOrder() || options.selection().curriculum();
     }
 
     static int[] lengths(List<Example> examples) {

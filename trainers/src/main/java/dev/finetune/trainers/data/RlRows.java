@@ -17,10 +17,8 @@ import dev.finetune.trainers.data.GrpoPrompt;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Arrays;
-import java.util.Collections;
 import java.util.List;
-import java.util.Random;
-import java.util.stream.IntStream;
+import java.util.Map;
 import org.apache.logging.log4j.LogManager;
 import org.apache.logging.log4j.Logger;
 
@@ -57,10 +55,12 @@ public final class RlRows {
             Message rejected, String plainChosen, String plainRejected, boolean conversational) {}
 
     public static Split<PreferencePair> preferences(List<DatasetSpec> specs, DataOptions options, Tokenizer tokenizer) {
-        List<PreferencePair> pairs = new ArrayList<>();
+        List<List<PreferencePair>> perDataset = new ArrayList<>();
         Counts counts = new Counts();
         PreferenceChecks checks = new PreferenceChecks();
         for (DatasetSpec spec : specs) {
+            List<PreferencePair> pairs = new ArrayList<>();
+            perDataset.add(pairs);
             forEachRow(spec, options, counts, (row, location) -> {
                 Parsed parsed = parse(spec, row, options, tokenizer, true);
                 checks.add(row.get(spec.fieldChosen() != null ? spec.fieldChosen() : "chosen"),
@@ -94,14 +94,17 @@ public final class RlRows {
         if (warning != null) {
             LOG.warn("warning: {}: {} (hint: {})", specs.get(0).where(), warning, PreferenceChecks.HINT);
         }
-        return split(pairs, counts, options, specs);
+        return split(perDataset, counts, options, specs,
+                pair -> List.of(pair.prompt(), pair.chosen(), pair.rejected()));
     }
 
     /** GRPO prompts; the row's other fields go to the reward functions. */
     public static Split<GrpoPrompt> prompts(List<DatasetSpec> specs, DataOptions options, Tokenizer tokenizer) {
-        List<GrpoPrompt> prompts = new ArrayList<>();
+        List<List<GrpoPrompt>> perDataset = new ArrayList<>();
         Counts counts = new Counts();
         for (DatasetSpec spec : specs) {
+            List<GrpoPrompt> prompts = new ArrayList<>();
+            perDataset.add(prompts);
             forEachRow(spec, options, counts, (row, location) -> {
                 Parsed parsed = parse(spec, row, options, tokenizer, false);
                 String prompt = promptText(parsed);
@@ -117,7 +120,9 @@ public final class RlRows {
                 }
             });
         }
-        return split(prompts, counts, options, specs);
+        // a prompt's identity is its tokens and the fields its rewards read
+        return split(perDataset, counts, options, specs, prompt -> List.of(prompt.ids(),
+                prompt.fields().toString().chars().asLongStream().toArray()));
     }
 
     private interface RowSink {
@@ -157,27 +162,20 @@ public final class RlRows {
         }
     }
 
-    private static <T> Split<T> split(List<T> items, Counts counts, DataOptions options, List<DatasetSpec> specs) {
-        if (items.isEmpty()) {
+    private static <T> Split<T> split(List<List<T>> perDataset, Counts counts, DataOptions options,
+            List<DatasetSpec> specs, java.util.function.Function<T, List<long[]>> identity) {
+        if (perDataset.stream().allMatch(List::isEmpty)) {
             throw new UserError(specs.get(0).where(), "the datasets hold no usable row (" + counts.rows + " read, "
                     + counts.tooLong + " longer than sequence_len, " + counts.skipped + " invalid)",
                     "check the rows' fields, and that sequence_len leaves room for them");
         }
-        int held = options.valSetSize() == 0 ? 0 : options.valSetSize() < 1
-                ? (int) Math.ceil(options.valSetSize() * items.size()) : (int) options.valSetSize();
-        if (held >= items.size()) {
-            throw new UserError("val_set_size", "val_set_size holds out " + held + " of " + items.size()
-                    + " usable rows, leaving nothing to train on", "lower val_set_size or add data");
+        RowSelection.Result<T> selected = RowSelection.apply(perDataset, options.selection(), options.valSetSize(),
+                options.seed(), identity);
+        if (selected.train().isEmpty()) {
+            throw new UserError("dataset_shard_idx", "shard " + options.selection().shardIndex() + " of "
+                    + options.selection().shardCount() + " holds no row", "use fewer shards (dataset_shard_num)");
         }
-        List<Integer> order = new ArrayList<>(IntStream.range(0, items.size()).boxed().toList());
-        Collections.shuffle(order, new Random(options.seed()));
-        List<T> eval = new ArrayList<>();
-        List<T> train = new ArrayList<>();
-        java.util.Set<Integer> heldOut = new java.util.HashSet<>(order.subList(0, held));
-        for (int i = 0; i < items.size(); i++) {
-            (heldOut.contains(i) ? eval : train).add(items.get(i));
-        }
-        return new Split<>(train, eval, counts.rows, counts.tooLong, counts.skipped);
+        return new Split<>(selected.train(), selected.eval(), counts.rows, counts.tooLong, counts.skipped);
     }
 
     /** Axolotl's DPO types that render with a built-in template named by the type's prefix, read by its suffix. */
@@ -214,16 +212,19 @@ public final class RlRows {
         if (kind == DatasetType.CHAT_TEMPLATE_DEFAULT || kind == DatasetType.CHAT_TEMPLATE) {
             String field = spec.fieldMessages() != null ? spec.fieldMessages() : row.has("prompt") && !row.has("messages")
                     ? "prompt" : "messages";
-            return new Parsed(null, messages(row, field, type), template(spec, options, tokenizer),
-                    answers ? message(row, chosenField, type) : null, answers ? message(row, rejectedField, type) : null,
-                    null, null, false);
+            // the roles map, renamed fields and system turn rules of the dataset, as for supervised conversations
+            Conversations conversations = new Conversations(spec, options.templates());
+            List<Message> prompt = conversations.turns(row, field).stream().map(Conversations.Turn::message).toList();
+            return new Parsed(null, prompt, ChatTemplateFormat.template(spec, options, tokenizer),
+                    answers ? message(row, chosenField, type, spec, conversations) : null,
+                    answers ? message(row, rejectedField, type, spec, conversations) : null, null, null, false);
         }
         // passthrough: TRL's rows as they are; a list prompt is a conversation, a string is plain text
         JsonElement prompt = row.get("prompt");
         if (prompt != null && prompt.isJsonArray()) {
             return new Parsed(null, messages(row, "prompt", type), template(spec, options, tokenizer),
-                    answers ? message(row, chosenField, type) : null, answers ? message(row, rejectedField, type) : null,
-                    null, null, true);
+                    answers ? message(row, chosenField, type, null, null) : null,
+                    answers ? message(row, rejectedField, type, null, null) : null, null, null, true);
         }
         return new Parsed(Fields.requiredString(row, "prompt", type), null, null, null, null,
                 answers ? Fields.requiredString(row, chosenField, type) : null,
@@ -232,7 +233,8 @@ public final class RlRows {
 
     private static ChatTemplate template(DatasetSpec spec, DataOptions options, Tokenizer tokenizer) {
         String choice = spec.chatTemplate() != null ? spec.chatTemplate() : options.chatTemplate();
-        return ChatTemplates.resolve(choice, options.chatTemplateJinja(), tokenizer, spec.where() + ": chat_template");
+        return ChatTemplates.resolve(choice, options.chatTemplateJinja(), tokenizer, spec.where() + ": chat_template")
+                .withVariables(options.templates().variables());
     }
 
     private static String promptText(Parsed parsed) {
@@ -292,8 +294,12 @@ public final class RlRows {
         return new Message("assistant", Fields.requiredString(row, field, type));
     }
 
-    /** An answer as a message object, a one-message list (TRL conversational), or plain text. */
-    private static Message message(JsonObject row, String field, String type) {
+    /**
+     * An answer as a message object, a one-message list (TRL conversational), or plain text; a chat_template dataset's
+     * field names and roles map applies to it as to the prompt ({@code spec} null: TRL's own names).
+     */
+    private static Message message(JsonObject row, String field, String type, DatasetSpec spec,
+            Conversations conversations) {
         JsonElement value = row.get(field);
         if (value != null && value.isJsonArray()) {
             JsonArray list = value.getAsJsonArray();
@@ -305,8 +311,13 @@ public final class RlRows {
         }
         if (value != null && value.isJsonObject()) {
             JsonObject m = value.getAsJsonObject();
-            return new Message(m.has("role") ? Fields.asString(m.get("role"), "role") : "assistant",
-                    Fields.requiredString(m, "content", type));
+            Map<String, String> names = spec == null || spec.messagePropertyMappings() == null ? Map.of()
+                    : spec.messagePropertyMappings();
+            String roleField = names.getOrDefault("role", "role");
+            String contentField = names.getOrDefault("content", "content");
+            String role = m.has(roleField) ? Fields.asString(m.get(roleField), roleField) : "assistant";
+            return new Message(conversations == null ? role : conversations.role(role),
+                    Fields.requiredString(m, contentField, type));
         }
         return assistant(row, field, type);
     }

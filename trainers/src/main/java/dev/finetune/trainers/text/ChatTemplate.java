@@ -33,6 +33,26 @@ public final class ChatTemplate {
         this.globals = Map.copyOf(globals);
     }
 
+    private ChatTemplate(ChatTemplate template, Map<String, Object> globals) {
+        this.name = template.name;
+        this.source = template.source;
+        this.compiled = template.compiled;
+        this.globals = Map.copyOf(globals);
+    }
+
+    /**
+     * The same template with {@code variables} set for every rendering ({@code chat_template_kwargs}, such as
+     * {@code enable_thinking: false}), as transformers' {@code apply_chat_template(**kwargs)} passes them.
+     */
+    public ChatTemplate withVariables(Map<String, Object> variables) {
+        if (variables.isEmpty()) {
+            return this;
+        }
+        Map<String, Object> globals = new HashMap<>(this.globals);
+        globals.putAll(variables);
+        return new ChatTemplate(this, globals);
+    }
+
     public String name() {
         return name;
     }
@@ -44,7 +64,13 @@ public final class ChatTemplate {
 
     /** The conversation as the model sees it; {@code addGenerationPrompt} appends the assistant's header. */
     public String render(List<Message> messages, boolean addGenerationPrompt) {
+        return render(messages, addGenerationPrompt, Map.of());
+    }
+
+    /** As {@link #render(List, boolean)}, with variables of this conversation alone (its {@code tools}). */
+    public String render(List<Message> messages, boolean addGenerationPrompt, Map<String, Object> rowVariables) {
         Map<String, Object> context = new HashMap<>(globals);
+        context.putAll(rowVariables);
         List<Map<String, Object>> asMaps = new ArrayList<>(messages.size());
         for (Message message : messages) {
             Map<String, Object> map = new LinkedHashMap<>(message.extra());
@@ -67,12 +93,17 @@ public final class ChatTemplate {
      * refused rather than masked wrongly.
      */
     public Rendered renderWithSpans(List<Message> messages) {
-        String text = render(messages, false);
+        return renderWithSpans(messages, Map.of());
+    }
+
+    /** As {@link #renderWithSpans(List)}, with variables of this conversation alone (its {@code tools}). */
+    public Rendered renderWithSpans(List<Message> messages, Map<String, Object> rowVariables) {
+        String text = render(messages, false, rowVariables);
         List<Span> spans = new ArrayList<>(messages.size());
         for (int i = 0; i < messages.size(); i++) {
             List<Message> probe = new ArrayList<>(messages);
             probe.set(i, messages.get(i).withContent(PLACEHOLDER));
-            String framed = render(probe, false);
+            String framed = render(probe, false, rowVariables);
             int at = framed.indexOf(PLACEHOLDER);
             if (at < 0) {
                 spans.add(null);

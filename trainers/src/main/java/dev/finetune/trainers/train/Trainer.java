@@ -89,15 +89,27 @@ public final class Trainer<B extends Batch> {
      * @param resumeInvariants the recipe values a checkpoint is only valid for ({@link ResumeInvariants}): a resume
      *     with any of them changed is refused
      * @param tensorBoard {@code use_tensorboard}: the logged lines also go to a TensorBoard event file
+     * @param shuffled false under {@code curriculum_sampling}: every epoch visits the micro batches in order
      */
     public record Run(Recipe.Training training, SchedulePlan schedule, Path outputDir, int saveTotalLimit,
-            Resume resume, Map<String, String> resumeInvariants, boolean tensorBoard) {
+            Resume resume, Map<String, String> resumeInvariants, boolean tensorBoard, boolean shuffled) {
+
+        public Run(Recipe.Training training, SchedulePlan schedule, Path outputDir, int saveTotalLimit, Resume resume,
+                Map<String, String> resumeInvariants, boolean tensorBoard) {
+            this(training, schedule, outputDir, saveTotalLimit, resume, resumeInvariants, tensorBoard, true);
+        }
 
         /** The run a recipe describes, over training data with the given fingerprint. */
         public static Run of(Recipe recipe, SchedulePlan schedule, String datasetIdentity) {
             return new Run(recipe.training(), schedule, Path.of(recipe.output().outputDir()),
                     recipe.output().saveTotalLimit(), recipe.output().resume(),
-                    ResumeInvariants.of(recipe, datasetIdentity), recipe.output().useTensorboard());
+                    ResumeInvariants.of(recipe, datasetIdentity), recipe.output().useTensorboard(),
+                    !recipe.data().selection().curriculum());
+        }
+
+        /** Which micro batch comes at each data position of this run. */
+        public DataOrder order(int microBatchesPerEpoch) {
+            return new DataOrder(microBatchesPerEpoch, training.seed(), shuffled);
         }
     }
 
@@ -146,7 +158,7 @@ public final class Trainer<B extends Batch> {
         List<NamedArray> params = model.trainable();
         AdamW optimizer = new AdamW(params, new AdamW.Hyper(training.adamBeta1(), training.adamBeta2(),
                 training.adamEpsilon(), training.weightDecay()), manager);
-        DataOrder order = new DataOrder(perEpoch, training.seed());
+        DataOrder order = run.order(perEpoch);
 
         boolean gradModeBefore = JniUtils.isGradMode();
         JniUtils.setGradMode(false);

@@ -216,7 +216,7 @@ public record WorkerPlan(Path folder, Path planFile, long totalSteps, long warmu
     private static void writeSchedule(Path file, Trainer.Run run, long total, long warmup, int perStep,
             int perEpoch) {
         long positions = Math.multiplyExact(total, perStep);
-        DataOrder order = new DataOrder(perEpoch, run.training().seed());
+        DataOrder order = run.order(perEpoch);
         TensorsFile.write(file, List.of(
                 new TensorsFile.Tensor("order", "I32", new long[] {positions}, sink -> {
                     for (long p = 0; p < positions; p++) {
