@@ -260,6 +260,10 @@ def run(plan, world, report):
     os.makedirs(trace_dir, exist_ok=True)
     trace = open(os.path.join(trace_dir, "data-rank%d.jsonl" % world.rank), "a")
     first = True
+    # Axolotl's loss watchdog on the logged loss, as the JVM trainer's LogWindow averages it over logging_steps
+    watchdog = plan.get("loss_watchdog")
+    log_every = max(1, int(plan.get("logging_steps", 1)))
+    window_losses, last_logged, violations = [], None, 0
     while step < total_steps:
         started = time.perf_counter()
         position = step * per_step
@@ -317,12 +321,21 @@ def run(plan, world, report):
             peaks = distributed.gather_objects({"rank": world.rank, "host": world.host, "peak_memory_mb": peak})
             report.emit("peak_memory", ranks=peaks, step=step, measured=_peak_memory_kind(world.device))
             first = False
-        if eval_batches and (step == total_steps or (plan["eval_steps"] > 0 and step % plan["eval_steps"] == 0)):
+        evaluated = bool(eval_batches) and (step == total_steps or (plan["eval_steps"] > 0 and step % plan["eval_steps"] == 0))
+        if evaluated:
             line.update(evaluate(model, objective, eval_batches, world))
+        window_losses.append(line["loss"])
+        if step % log_every == 0 or step == total_steps or evaluated:
+            last_logged = sum(window_losses) / len(window_losses)
+            window_losses = []
+        watchdog_stop = False
+        if watchdog and last_logged is not None:
+            violations = violations + 1 if last_logged > watchdog["threshold"] else 0
+            watchdog_stop = violations >= watchdog["patience"]
         # samples: the global batch's examples, for the launcher's train_samples_per_second (not a logged metric)
         report.emit("metrics", metrics=line, samples=int(totals[2]))
         history.extend(hf_files.history_entries(line))
-        if stop or plan["save_steps"] > 0 and (step % plan["save_steps"] == 0 or step == total_steps):
+        if stop or plan["save_steps"] > 0 and (step % plan["save_steps"] == 0 or step == total_steps or watchdog_stop):
             state = {"global_step": step, "world_size": world.size, "data_position": consumed,
                      "micro_batches_per_epoch": per_epoch, "resume_key": plan["resume_key"],
                      "seed": plan["seed"], "learning_rate": lr}
@@ -340,6 +353,10 @@ def run(plan, world, report):
             raise RuntimeError("FINETUNE_WORKER_FAIL_AT: failing on purpose after step %d" % step)
         if os.environ.get("FINETUNE_WORKER_KILL_AT") == "%d:%d" % (world.rank, step):
             os.kill(os.getpid(), signal.SIGKILL)
+        if watchdog_stop:
+            sys.stderr.write("the loss %s stayed above loss_watchdog_threshold %s for %d steps: training stops at step %d\n"
+                             % (last_logged, watchdog["threshold"], violations, step))
+            break
 
     files = hf_files.save_final(model, plan, lora, world)
     report.emit("saved", files=files, step=step)

@@ -45,6 +45,33 @@ public enum LrScheduler {
      * @param warmupUpdates from {@link SchedulePlan#warmupSteps()}
      */
     public double learningRate(double peak, double cosineFloor, long updatesDone, long totalUpdates, long warmupUpdates) {
+        return learningRate(peak, cosineFloor, 0, false, updatesDone, totalUpdates, warmupUpdates);
+    }
+
+    /**
+     * With Axolotl's two cosine variants: {@code lr_quadratic_warmup} (the warm-up rises as the square of its progress,
+     * then the cosine falls to 0: Axolotl applies no floor then), and {@code cosine_constant_lr_ratio} (with a floor,
+     * the cosine reaches it at that share of all updates and stays there). Other schedules ignore both.
+     *
+     * @param constantRatio {@code cosine_constant_lr_ratio}, 0 for none
+     * @param quadraticWarmup {@code lr_quadratic_warmup}
+     */
+    public double learningRate(double peak, double cosineFloor, double constantRatio, boolean quadraticWarmup,
+            long updatesDone, long totalUpdates, long warmupUpdates) {
+        if (this == COSINE && quadraticWarmup) {
+            if (updatesDone < warmupUpdates) {
+                double rise = (double) updatesDone / Math.max(1, warmupUpdates);
+                return peak * rise * rise;
+            }
+            double progress = (double) (updatesDone - warmupUpdates) / Math.max(1, totalUpdates - warmupUpdates);
+            return peak * Math.max(0.0, 0.5 * (1.0 + Math.cos(Math.PI * progress)));
+        }
+        if (this == COSINE && cosineFloor > 0 && constantRatio > 0 && updatesDone >= warmupUpdates) {
+            long constantFrom = (long) (totalUpdates * constantRatio);
+            double progress = (double) (Math.min(updatesDone, constantFrom) - warmupUpdates)
+                    / Math.max(1, constantFrom - warmupUpdates);
+            return peak * (Math.max(0.0, (1 - cosineFloor) * 0.5 * (1.0 + Math.cos(Math.PI * progress))) + cosineFloor);
+        }
         if (updatesDone < warmupUpdates) {
             return peak * updatesDone / Math.max(1, warmupUpdates);
         }

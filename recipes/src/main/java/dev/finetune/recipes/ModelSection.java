@@ -94,6 +94,14 @@ final class ModelSection {
             problems.error(top.at("chat_template"), "chat_template: jinja needs chat_template_jinja",
                     "add chat_template_jinja: with the template text or a file path");
         }
+        for (String key : List.of("model_type", "type_of_model")) {
+            String modelClass = top.string(key, null);
+            // what Axolotl instantiates: a sequence classifier or another head is a different training altogether
+            if (modelClass != null && !modelClass.endsWith("ForCausalLM")) {
+                problems.error(top.at(key), key + " " + modelClass + " is unsupported: finetune trains causal language "
+                        + "models (...ForCausalLM)", "remove " + key + " (or write AutoModelForCausalLM)");
+            }
+        }
         List<String> eot = top.strings("eot_tokens", false);
         Mapping kwargs = top.mapping("chat_template_kwargs");
         String defaultSystemMessage = top.string("default_system_message", null);
@@ -143,8 +151,6 @@ final class ModelSection {
             KeyReader b = new KeyReader(bnb, "bnb_config_kwargs.", problems);
             doubleQuant = b.bool("bnb_4bit_use_double_quant");
             b.choice("bnb_4bit_quant_type", null, List.of("nf4"));
-            b.string("bnb_4bit_compute_dtype", null);
-            b.string("bnb_4bit_quant_storage", null);
             b.finish();
         }
         if (in8) {

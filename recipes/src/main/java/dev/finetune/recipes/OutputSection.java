@@ -2,6 +2,7 @@ package dev.finetune.recipes;
 
 import dev.finetune.recipes.YamlNode.Scalar;
 import java.nio.file.Path;
+import java.util.List;
 
 /**
  * What the run writes and when: {@code output_dir}, checkpoints, resume, evaluation and logging intervals.
@@ -15,7 +16,7 @@ final class OutputSection {
         this.recipeDir = recipeDir;
     }
 
-    Recipe.Output output(KeyReader top, Recipe.Data data, AdapterSpec adapter) {
+    Recipe.Output output(KeyReader top, Recipe.Data data, AdapterSpec adapter, Recipe.Objective objective) {
         boolean outputWritten = top.present("output_dir");
         String outputDir = top.string("output_dir", null);
         if (outputWritten && (outputDir == null || outputDir.isBlank())) {
@@ -55,6 +56,8 @@ final class OutputSection {
         Integer loggingSteps = top.integer("logging_steps", null, 1);
         Integer patience = top.integer("early_stopping_patience", null, 1);
         String metric = top.string("metric_for_best_model", null);
+        Boolean greaterIsBetter = top.bool("greater_is_better", null);
+        boolean loadBest = top.bool("load_best_model_at_end");
         if (saveSteps != null && savesPerEpoch != null) {
             problems.error(top.at("saves_per_epoch"), "save_steps and saves_per_epoch are both set", "keep only one of them");
         }
@@ -92,8 +95,52 @@ final class OutputSection {
                         "add e.g. eval_steps: 50 and save_steps: 100, or remove early_stopping_patience");
             }
         }
+        BestModel best = best(top, objective, metric, greaterIsBetter, patience, loadBest, saveStrategy, saveSteps,
+                evalSteps, evalData);
         return new Recipe.Output(outputDir, resume, loraModelDir, saveStrategy, saveSteps, savesPerEpoch,
-                saveTotalLimit, evalStrategy, evalSteps, evalsPerEpoch, loggingSteps, patience, metric,
+                saveTotalLimit, evalStrategy, evalSteps, evalsPerEpoch, loggingSteps, best,
                 top.bool("overwrite_output_dir"), top.bool("use_tensorboard", false));
+    }
+
+    /**
+     * The metric that save_strategy: best, early stopping and load_best_model_at_end watch, with HF's rules: the
+     * metric must be one the objective's evaluation writes, {@code eval_} is optional, a loss is better lower;
+     * loading the best checkpoint needs a checkpoint at every evaluation that can be the best.
+     */
+    private BestModel best(KeyReader top, Recipe.Objective objective, String metric, Boolean greaterIsBetter,
+            Integer patience, boolean loadBest, SaveStrategy saveStrategy, Double saveSteps, Double evalSteps,
+            boolean evalData) {
+        boolean saveBest = saveStrategy == SaveStrategy.BEST;
+        boolean loadAtEnd = loadBest || patience != null;
+        if (!saveBest && !loadAtEnd) {
+            for (String key : new String[] {"metric_for_best_model", "greater_is_better"}) {
+                if (top.has(key)) {
+                    problems.warn(top.at(key), key + " has no effect without save_strategy: best, "
+                            + "load_best_model_at_end or early_stopping_patience", "remove it, or add one of those");
+                }
+            }
+            return null;
+        }
+        if (!evalData) {
+            String key = patience != null ? "early_stopping_patience" : loadBest ? "load_best_model_at_end" : "save_strategy";
+            problems.error(top.at(key), key + " compares evaluations, but there is no evaluation data (val_set_size is 0 "
+                    + "and no test_datasets)", "set val_set_size: 0.05 or add test_datasets");
+        }
+        String name = metric == null ? "loss" : metric.startsWith("eval_") ? metric.substring("eval_".length()) : metric;
+        List<String> known = BestModel.METRICS.get(objective.key());
+        if (!known.contains(name)) {
+            String close = Suggestions.closest(name, known);
+            problems.error(top.at("metric_for_best_model"), "metric_for_best_model '" + metric + "' is not a metric "
+                    + (objective.key().equals("sft") ? "supervised fine-tuning" : "rl: " + objective.key())
+                    + " evaluates", close != null ? "did you mean '" + close + "'?" : "use one of " + String.join(", ", known));
+            name = "loss";
+        }
+        if (loadBest && patience == null && !saveBest && !(saveSteps != null && evalSteps != null && saveSteps >= 1
+                && evalSteps >= 1 && saveSteps % evalSteps == 0)) {
+            problems.error(top.at("load_best_model_at_end"), "load_best_model_at_end needs a checkpoint at evaluations: "
+                    + "save_steps a multiple of eval_steps (or save_strategy: best)",
+                    "add e.g. eval_steps: 50 and save_steps: 100, or save_strategy: best");
+        }
+        return new BestModel(name, greaterIsBetter != null ? greaterIsBetter : !name.endsWith("loss"), patience, loadAtEnd);
     }
 }

@@ -22,6 +22,14 @@ final class ParallelismSection {
 
     Recipe.Precision precision(KeyReader top) {
         Flag bf16 = top.flag("bf16", Flag.AUTO);
+        // Axolotl reads bfloat16 as bf16 (dtype and mixed precision both: "bf16 or bfloat16")
+        if (top.bool("bfloat16") && bf16 != Flag.TRUE) {
+            if (bf16 == Flag.FALSE) {
+                problems.warn(top.at("bfloat16"), "bfloat16: true turns bfloat16 on although bf16 is false (as in Axolotl)",
+                        "keep only bf16: true, or remove bfloat16");
+            }
+            bf16 = Flag.TRUE;
+        }
         Flag fp16 = top.flag("fp16", Flag.FALSE);
         Flag tf32 = top.flag("tf32", Flag.AUTO);
         if (bf16 == Flag.TRUE && fp16 == Flag.TRUE) {
@@ -90,6 +98,9 @@ final class ParallelismSection {
                 new Recipe.Hardware.Throughput(accelerator != null ? accelerator.name() : null, tflops, utilization, cost));
     }
 
+    /** {@code dp_shard_size} as written, for the check against the hardware. */
+    private Integer shardSize;
+
     Recipe.Distributed distributed(KeyReader top, Recipe.Training training, AdapterSpec adapter,
                                            Recipe.Objective objective) {
         List<String> fsdpList = top.strings("fsdp", true);
@@ -97,7 +108,7 @@ final class ParallelismSection {
         Mapping config = top.mapping("fsdp_config");
         Integer cp = top.integer("context_parallel_size", 1);
         Integer tp = top.integer("tensor_parallel_size", 1);
-        top.integer("dp_shard_size", null, 1);
+        this.shardSize = top.integer("dp_shard_size", null, 1);
         Integer replicate = top.integer("dp_replicate_size", null, 1);
         if (cp != null && cp > 1) {
             problems.error(top.at("context_parallel_size"), "context_parallel_size > 1 is unsupported",
@@ -131,19 +142,22 @@ final class ParallelismSection {
         Integer innerVersion = f.integer("fsdp_version", null, 1);
         Integer innerVersion2 = f.integer("version", null, 1);
         int version = topVersion != null ? topVersion : innerVersion != null ? innerVersion : innerVersion2 != null ? innerVersion2 : 1;
+        for (String key : List.of("fsdp_version", "version")) {
+            Integer inner = key.equals("version") ? innerVersion2 : innerVersion;
+            if (inner != null && (inner > 2 || inner != version)) {
+                problems.error(f.at(key), "fsdp_config." + key + " " + inner + (inner > 2 ? " is not an FSDP version"
+                        : " disagrees with fsdp_version " + version), "keep one fsdp_version: 2");
+            }
+        }
         boolean offload = f.bool("offload_params");
         boolean reshard = f.bool("reshard_after_forward");
         boolean activationCheckpointing = f.bool("activation_checkpointing");
         boolean ramEfficient = f.bool("cpu_ram_efficient_loading");
         String stateDict = f.choice("state_dict_type", null, List.of("FULL_STATE_DICT", "SHARDED_STATE_DICT", "LOCAL_STATE_DICT"));
-        f.choice("final_state_dict_type", null, List.of("FULL_STATE_DICT", "SHARDED_STATE_DICT", "LOCAL_STATE_DICT"));
         String wrap = f.choice("auto_wrap_policy", null, List.of("TRANSFORMER_BASED_WRAP", "SIZE_BASED_WRAP"));
         String cls = f.string("transformer_layer_cls_to_wrap", null);
         f.bool("sync_module_states", null);
         f.bool("use_orig_params", null);
-        f.bool("cpu_offload_pin_memory", null);
-        f.node("mixed_precision_policy");
-        f.integer("min_num_params", null, 1);
         f.finish();
         if (version == 1) {
             problems.warn(fsdpList != null ? top.at("fsdp") : top.at("fsdp_config"),
@@ -160,6 +174,12 @@ final class ParallelismSection {
 
     Recipe.Backend backend(KeyReader top, Recipe.Hardware hardware, Recipe.Distributed distributed,
             Recipe.Training training) {
+        // FSDP2 shards over every rank: a smaller shard group would mean replicas (HSDP), which is refused above
+        if (shardSize != null && hardware instanceof Recipe.Hardware.Gpus && shardSize != hardware.devices()) {
+            problems.error(top.at("dp_shard_size"), "dp_shard_size " + shardSize + " with " + hardware.devices()
+                    + " GPUs would leave replicas (HSDP), which is unsupported", "remove dp_shard_size: FSDP2 shards "
+                    + "over all " + hardware.devices() + " GPUs");
+        }
         // hardware: cpu runs the JVM trainer, whose optimizer is 32-bit AdamW; its spellings all keep 8 bytes of
         // moments per parameter, the 8/4-bit variants and SGD do not
         if (hardware instanceof Recipe.Hardware.Cpu && training.optimizer().stateBytesPerParam() != 8) {

@@ -71,17 +71,28 @@ public record Recipe(
     /**
      * @param maxSteps overrides {@code numEpochs} when set
      * @param warmupSteps exclusive with {@code warmupRatio}; when both are null the trainer uses min(3 % of steps, 100)
+     * @param cosineConstantLrRatio {@code cosine_constant_lr_ratio}: with a cosine floor, the share of the steps after
+     *     which the learning rate stays at the floor (0: none)
+     * @param lrQuadraticWarmup {@code lr_quadratic_warmup}: cosine's warm-up rises quadratically
+     * @param evalSamplePacking {@code eval_sample_packing}: evaluation rows are packed (follows sample_packing)
+     * @param lossWatchdogThreshold {@code loss_watchdog_threshold}: training stops when the logged loss stays above it
+     *     for {@code lossWatchdogPatience} steps in a row (Axolotl's loss watchdog), or {@code null}
+     * @param evalSequenceLen {@code eval_sequence_len}: the longest example of {@code test_datasets} (sequence_len
+     *     when not written; held-out rows of the training data were cut at sequence_len)
      */
     public record Training(
             int sequenceLen,
             boolean samplePacking,
             boolean evalSamplePacking,
+            int evalSequenceLen,
             boolean padToSequenceLen,
             double numEpochs,
             Integer maxSteps,
             double learningRate,
             LrScheduler lrScheduler,
             double cosineMinLrRatio,
+            double cosineConstantLrRatio,
+            boolean lrQuadraticWarmup,
             Integer warmupSteps,
             Double warmupRatio,
             Optimizer optimizer,
@@ -92,7 +103,9 @@ public record Recipe(
             double maxGradNorm,
             boolean gradientCheckpointing,
             long seed,
-            boolean stopOnNonFinite) {}
+            boolean stopOnNonFinite,
+            Double lossWatchdogThreshold,
+            int lossWatchdogPatience) {}
 
     /**
      * The three batch keys exactly as written ({@code null} = absent); {@link BatchPlan} derives the rest.
@@ -422,6 +435,8 @@ public record Recipe(
      * @param resume {@code resume_from_checkpoint}, with {@code auto_resume_from_checkpoints} folded in
      * @param saveSteps / evalSteps an integer step count, or a fraction (&lt; 1) of the total steps
      * @param overwriteOutputDir the user asked to delete an earlier or foreign run's files from output_dir first
+     * @param best the metric save_strategy: best, early stopping and load_best_model_at_end watch, or {@code null}
+     *     when none of them is on
      */
     public record Output(
             String outputDir,
@@ -435,8 +450,7 @@ public record Recipe(
             Double evalSteps,
             Integer evalsPerEpoch,
             Integer loggingSteps,
-            Integer earlyStoppingPatience,
-            String metricForBestModel,
+            BestModel best,
             boolean overwriteOutputDir,
             boolean useTensorboard) {}
 }

@@ -33,7 +33,7 @@ final class RecipeReader {
         Recipe.Distributed distributed = parallelism.distributed(top, training, adapter, objective);
         Recipe.Backend backend = parallelism.backend(top, hardware, distributed, training);
         Recipe.Speedups speedups = parallelism.speedups(top, training, distributed);
-        Recipe.Output output = new OutputSection(problems, recipeDir).output(top, data, adapter);
+        Recipe.Output output = new OutputSection(problems, recipeDir).output(top, data, adapter, objective);
         if (objective instanceof Recipe.Objective.Grpo grpo && grpo.beta() != 0 && adapter instanceof AdapterSpec.Full) {
             // the KL term needs the reference model; with LoRA it is the adapter switched off, a full fine-tune
             // would need a second copy of the weights

@@ -7,7 +7,7 @@ public enum SaveStrategy {
     NO,
     EPOCH,
     STEPS,
-    /** The checkpoint with the best {@code metric_for_best_model}; our trainer saves by {@code save_steps} instead. */
+    /** At an evaluation whose {@code metric_for_best_model} is the best so far. */
     BEST;
 
     public String key() {

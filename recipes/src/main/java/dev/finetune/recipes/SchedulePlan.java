@@ -45,7 +45,9 @@ public record SchedulePlan(
             warmup = Math.min(100, (long) (0.03 * total)); // Axolotl's default warm-up
         }
         int eval = every(output.evalStrategy() == EvalStrategy.NO, output.evalStrategy() == EvalStrategy.EPOCH, output.evalSteps(), output.evalsPerEpoch(), total, perEpoch, 0);
-        int save = every(output.saveStrategy() == SaveStrategy.NO, output.saveStrategy() == SaveStrategy.EPOCH, output.saveSteps(), output.savesPerEpoch(), total, perEpoch, perEpoch);
+        // save_strategy: best saves at evaluations (when the metric improved: the trainer decides)
+        int save = output.saveStrategy() == SaveStrategy.BEST ? eval
+                : every(output.saveStrategy() == SaveStrategy.NO, output.saveStrategy() == SaveStrategy.EPOCH, output.saveSteps(), output.savesPerEpoch(), total, perEpoch, perEpoch);
         int log = output.loggingSteps() == null ? 1 : output.loggingSteps();
         return new SchedulePlan(accumulation, microBatchesPerEpoch, perEpoch, total, warmup, eval, save, log, estimated);
     }
@@ -74,8 +76,8 @@ public record SchedulePlan(
 
     /** The learning rate of the update after {@code updatesDone} updates. */
     public double learningRate(Recipe.Training training, long updatesDone) {
-        return training.lrScheduler().learningRate(training.learningRate(), training.cosineMinLrRatio(), updatesDone,
-                totalSteps, warmupSteps);
+        return training.lrScheduler().learningRate(training.learningRate(), training.cosineMinLrRatio(),
+                training.cosineConstantLrRatio(), training.lrQuadraticWarmup(), updatesDone, totalSteps, warmupSteps);
     }
 
     /** The schedule as {@code validate} and {@code plan} print it. */

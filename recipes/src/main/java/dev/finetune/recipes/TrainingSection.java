@@ -48,6 +48,12 @@ final class TrainingSection {
                     "set sample_packing: false");
         }
         boolean evalPacking = top.bool("eval_sample_packing", packing);
+        if (evalPacking && top.has("rl") && !(objective instanceof Recipe.Objective.Sft)) {
+            problems.warn(top.at("eval_sample_packing"), "eval_sample_packing has no effect with rl: preference pairs and "
+                    + "prompts are never packed", "remove it");
+            evalPacking = false;
+        }
+        Integer evalSequenceLen = top.integer("eval_sequence_len", null, 2);
         boolean pad = top.bool("pad_to_sequence_len", packing);
         double epochs = top.number("num_epochs", Double.MIN_VALUE, Double.MAX_VALUE);
         Integer maxSteps = top.integer("max_steps", null, 1);
@@ -72,6 +78,20 @@ final class TrainingSection {
             scheduler = LrScheduler.COSINE;
         }
         double minLrRatio = top.number("cosine_min_lr_ratio", 0.0, 0, 1);
+        double constantRatio = top.number("cosine_constant_lr_ratio", 0.0, 0, 1);
+        boolean quadratic = top.bool("lr_quadratic_warmup");
+        if (quadratic && scheduler != LrScheduler.COSINE) {
+            problems.warn(top.at("lr_quadratic_warmup"), "lr_quadratic_warmup has no effect with lr_scheduler: "
+                    + scheduler.key() + " (Axolotl shapes the cosine schedule's warm-up only)", "remove it, or use lr_scheduler: cosine");
+        } else if (quadratic && minLrRatio > 0) {
+            problems.warn(top.at("lr_quadratic_warmup"), "with lr_quadratic_warmup the cosine falls to 0: "
+                    + "cosine_min_lr_ratio is not applied (as in Axolotl)", "remove one of them");
+        }
+        if (constantRatio > 0 && (scheduler != LrScheduler.COSINE || minLrRatio == 0 || quadratic)) {
+            problems.warn(top.at("cosine_constant_lr_ratio"), "cosine_constant_lr_ratio has no effect without "
+                    + "lr_scheduler: cosine and a cosine_min_lr_ratio above 0 (the level it holds)",
+                    "add cosine_min_lr_ratio, or remove cosine_constant_lr_ratio");
+        }
         Integer warmupSteps = top.integer("warmup_steps", null, 0);
         Double warmupRatio = top.number("warmup_ratio", null, 0, 1);
         if (warmupSteps != null && warmupRatio != null) {
@@ -119,9 +139,14 @@ final class TrainingSection {
             k.finish();
         }
         Integer seed = top.integer("seed", 0);
-        return new Recipe.Training(sequenceLen, packing, evalPacking, pad, epochs, maxSteps, lr == null ? 0 : lr, scheduler,
-                minLrRatio, warmupSteps, warmupRatio, optimizer, weightDecay, beta1, beta2, eps, maxGradNorm, checkpointing,
-                seed, top.bool("stop_on_nonfinite"));
+        Double watchdog = top.number("loss_watchdog_threshold", null, 0, Double.MAX_VALUE);
+        if (watchdog == null && top.has("loss_watchdog_patience")) {
+            problems.warn(top.at("loss_watchdog_patience"), "loss_watchdog_patience has no effect without "
+                    + "loss_watchdog_threshold", "add loss_watchdog_threshold, or remove loss_watchdog_patience");
+        }
+        return new Recipe.Training(sequenceLen, packing, evalPacking, evalSequenceLen != null ? evalSequenceLen : sequenceLen, pad, epochs, maxSteps, lr == null ? 0 : lr, scheduler,
+                minLrRatio, constantRatio, quadratic, warmupSteps, warmupRatio, optimizer, weightDecay, beta1, beta2, eps, maxGradNorm, checkpointing,
+                seed, top.bool("stop_on_nonfinite"), watchdog, top.integer("loss_watchdog_patience", 1));
     }
 
 }

@@ -47,15 +47,15 @@ class RecipeSetupTest {
                 new Recipe.Model("meta-llama/Llama-3.1-8B", null, null, false, Map.of(), null, null, List.of(), Map.of(), null),
                 adapter,
                 new Recipe.Data(List.of(), List.of(), 0, null, false, Recipe.ExcessLength.DROP, false, DataSelection.DEFAULTS),
-                new Recipe.Training(2048, true, true, true, 1, null, 2e-4, dev.finetune.recipes.LrScheduler.COSINE, 0, null, null, optimizer, 0, 0.9, 0.999,
-                        1e-8, 1.0, checkpointing, 42, true),
+                new Recipe.Training(2048, true, true, 2048, true, 1, null, 2e-4, dev.finetune.recipes.LrScheduler.COSINE, 0, 0, false, null, null, optimizer, 0, 0.9, 0.999,
+                        1e-8, 1.0, checkpointing, 42, true, null, 3),
                 new Recipe.Batch(2, 4, null, null),
                 new Recipe.Precision(bf16, Recipe.Flag.FALSE, Recipe.Flag.AUTO),
                 objective,
                 new Recipe.Distributed(fsdp, 1, 1),
                 hardware,
                 Recipe.Backend.AUTO,
-                new Recipe.Output("out", new dev.finetune.recipes.Resume.Fresh(), null, dev.finetune.recipes.SaveStrategy.STEPS, null, null, 4, dev.finetune.recipes.EvalStrategy.NO, null, null, null, null, null, false, false),
+                new Recipe.Output("out", new dev.finetune.recipes.Resume.Fresh(), null, dev.finetune.recipes.SaveStrategy.STEPS, null, null, 4, dev.finetune.recipes.EvalStrategy.NO, null, null, null, null, false, false),
                 Recipe.Speedups.NONE);
     }
 

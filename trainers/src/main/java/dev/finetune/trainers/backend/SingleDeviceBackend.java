@@ -213,15 +213,6 @@ public final class SingleDeviceBackend {
         if (recipe.data().preparedPath() != null) {
             settings.add("dataset_prepared_path: the data is tokenized again on every start");
         }
-        if (recipe.output().earlyStoppingPatience() != null) {
-            settings.add("early_stopping_patience: training runs all its steps");
-        }
-        if (recipe.output().saveStrategy() == dev.finetune.recipes.SaveStrategy.BEST) {
-            settings.add("save_strategy: best: checkpoints are saved by save_steps");
-        }
-        if (recipe.training().evalSamplePacking() != recipe.training().samplePacking()) {
-            settings.add("eval_sample_packing: evaluation is packed exactly when sample_packing is on");
-        }
         return settings;
     }
 

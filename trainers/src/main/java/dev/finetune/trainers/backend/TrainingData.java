@@ -1,5 +1,6 @@
 package dev.finetune.trainers.backend;
 
+import dev.finetune.recipes.DataSelection;
 import dev.finetune.recipes.Recipe;
 import dev.finetune.trainers.data.DataOptions;
 import dev.finetune.trainers.data.DataPipeline;
@@ -29,14 +30,27 @@ public record TrainingData<B>(List<B> train, List<B> eval, long rows, String rep
     public static TrainingData<SftBatch> sft(Recipe recipe, int micro, Tokenizer tokenizer) {
         DataOptions options = DataOptions.of(recipe);
         PreparedData data = DataPipeline.prepare(recipe.data().datasets(), options, tokenizer);
+        boolean evalPacking = recipe.training().evalSamplePacking();
         PreparedData tests = recipe.data().testDatasets().isEmpty() ? null
-                : DataPipeline.prepare(recipe.data().testDatasets(), options.withValSetSize(0), tokenizer);
+                : DataPipeline.prepare(recipe.data().testDatasets(), testOptions(recipe, options), tokenizer);
         int evalMicro = recipe.batch().evalBatchSize() != null ? recipe.batch().evalBatchSize() : micro;
         List<SftBatch> train = SftBatches.of(data.trainBatches(0, micro));
         List<SftBatch> eval = SftBatches.of(tests != null ? tests.trainBatches(0, evalMicro)
-                : data.evalBatches(evalMicro));
+                : data.evalBatches(evalMicro, evalPacking));
         long rows = data.report().datasets().stream().mapToLong(d -> d.rows()).sum();
         return new TrainingData<>(train, eval, rows, data.report().describe(), data);
+    }
+
+    /**
+     * How {@code test_datasets} are read: whole (no split, no shard; the training data's shuffles and curriculum order
+     * are no business of evaluation), cut at {@code eval_sequence_len}, packed per {@code eval_sample_packing}.
+     */
+    static DataOptions testOptions(Recipe recipe, DataOptions options) {
+        DataSelection selection = options.selection();
+        return options.withValSetSize(0).withSequenceLen(recipe.training().evalSequenceLen())
+                .withSamplePacking(recipe.training().evalSamplePacking())
+                .withSelection(new DataSelection(selection.minSampleLen(), 0, 0, selection.exactDeduplication(), false,
+                        true, false, false));
     }
 
     /** DPO: preference pairs in micro batches of {@code micro} pairs, chosen rows first. */
@@ -44,7 +58,7 @@ public record TrainingData<B>(List<B> train, List<B> eval, long rows, String rep
         DataOptions options = DataOptions.of(recipe);
         RlRows.Split<PreferencePair> pairs = RlRows.preferences(recipe.data().datasets(), options, tokenizer);
         List<PreferencePair> evalPairs = recipe.data().testDatasets().isEmpty() ? pairs.eval()
-                : RlRows.preferences(recipe.data().testDatasets(), options.withValSetSize(0), tokenizer).train();
+                : RlRows.preferences(recipe.data().testDatasets(), testOptions(recipe, options), tokenizer).train();
         int padId = padId(tokenizer);
         String report = String.format(java.util.Locale.ROOT, "dpo: %d pairs for training, %d held out (%d rows read, "
                 + "%d longer than sequence_len, %d invalid skipped)%n", pairs.train().size(), evalPairs.size(),
@@ -62,7 +76,7 @@ public record TrainingData<B>(List<B> train, List<B> eval, long rows, String rep
         DataOptions options = DataOptions.of(recipe);
         RlRows.Split<GrpoPrompt> prompts = RlRows.prompts(recipe.data().datasets(), options, tokenizer);
         List<GrpoPrompt> evalPrompts = recipe.data().testDatasets().isEmpty() ? prompts.eval()
-                : RlRows.prompts(recipe.data().testDatasets(), options.withValSetSize(0), tokenizer).train();
+                : RlRows.prompts(recipe.data().testDatasets(), testOptions(recipe, options), tokenizer).train();
         int generations = grpo.numGenerations();
         int perMicro = promptsPerMicro(micro, generations);
         String report = String.format(java.util.Locale.ROOT, "grpo: %d prompts for training, %d held out (%d rows "

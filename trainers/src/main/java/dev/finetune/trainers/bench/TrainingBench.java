@@ -93,9 +93,9 @@ public final class TrainingBench {
 
             int total = warmup + timed + (profile != null ? 1 : 0);
             // constant learning rate, no clipping, no eval or checkpoints: only the step itself is measured
-            Recipe.Training training = new Recipe.Training(benchShape.seq, false, false, false, 1, total, lr,
-                    LrScheduler.CONSTANT, 0, 0, null, Recipe.Optimizer.ADAMW_TORCH, 0, 0.9, 0.999, 1e-8, 0,
-                    gradientCheckpointing, SEED, true);
+            Recipe.Training training = new Recipe.Training(benchShape.seq, false, false, benchShape.seq, false, 1, total, lr,
+                    LrScheduler.CONSTANT, 0, 0, false, 0, null, Recipe.Optimizer.ADAMW_TORCH, 0, 0.9, 0.999, 1e-8, 0,
+                    gradientCheckpointing, SEED, true, null, 3);
             Trainer.Run run = new Trainer.Run(training, new SchedulePlan(1, total, total, total, 0, 0, 0, 1, false),
                     outputDir, 0, new Resume.Fresh(), Map.of(), false);
             if (settings.waitQuiet() > 0) {

@@ -63,6 +63,12 @@ public final class PreparedData {
         return batches(eval, rows(eval, order), microBatchSize);
     }
 
+    /** Eval micro batches in a fixed order, packed when {@code packed} ({@code eval_sample_packing}). */
+    public List<TokenBatch> evalBatches(int microBatchSize, boolean packed) {
+        return packed == options.samplePacking() ? evalBatches(microBatchSize)
+                : new PreparedData(List.of(), eval, options.withSamplePacking(packed), padId, report).evalBatches(microBatchSize);
+    }
+
     /** Training sequences per epoch; the same for every epoch. */
     public int trainSequences() {
         return report.sequences();

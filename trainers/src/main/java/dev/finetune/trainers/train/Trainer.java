@@ -4,9 +4,11 @@ import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDManager;
 import ai.djl.pytorch.jni.JniUtils;
 import dev.finetune.adapters.NamedArray;
+import dev.finetune.recipes.BestModel;
 import dev.finetune.recipes.Recipe;
 import dev.finetune.recipes.Resume;
 import dev.finetune.recipes.ResumeInvariants;
+import dev.finetune.recipes.SaveStrategy;
 import dev.finetune.recipes.SchedulePlan;
 import dev.finetune.recipes.UserError;
 import dev.finetune.trainers.train.checkpoint.CheckpointStore;
@@ -90,13 +92,16 @@ public final class Trainer<B extends Batch> {
      *     with any of them changed is refused
      * @param tensorBoard {@code use_tensorboard}: the logged lines also go to a TensorBoard event file
      * @param shuffled false under {@code curriculum_sampling}: every epoch visits the micro batches in order
+     * @param best the evaluation metric that decides best checkpoints and early stopping, or {@code null}
+     * @param saveBest {@code save_strategy: best}: a checkpoint only at evaluations that improve {@code best}
      */
     public record Run(Recipe.Training training, SchedulePlan schedule, Path outputDir, int saveTotalLimit,
-            Resume resume, Map<String, String> resumeInvariants, boolean tensorBoard, boolean shuffled) {
+            Resume resume, Map<String, String> resumeInvariants, boolean tensorBoard, boolean shuffled, BestModel best,
+            boolean saveBest) {
 
         public Run(Recipe.Training training, SchedulePlan schedule, Path outputDir, int saveTotalLimit, Resume resume,
                 Map<String, String> resumeInvariants, boolean tensorBoard) {
-            this(training, schedule, outputDir, saveTotalLimit, resume, resumeInvariants, tensorBoard, true);
+            this(training, schedule, outputDir, saveTotalLimit, resume, resumeInvariants, tensorBoard, true, null, false);
         }
 
         /** The run a recipe describes, over training data with the given fingerprint. */
@@ -104,7 +109,8 @@ public final class Trainer<B extends Batch> {
             return new Run(recipe.training(), schedule, Path.of(recipe.output().outputDir()),
                     recipe.output().saveTotalLimit(), recipe.output().resume(),
                     ResumeInvariants.of(recipe, datasetIdentity), recipe.output().useTensorboard(),
-                    !recipe.data().selection().curriculum());
+                    !recipe.data().selection().curriculum(), recipe.output().best(),
+                    recipe.output().saveStrategy() == SaveStrategy.BEST);
         }
 
         /** Which micro batch comes at each data position of this run. */
@@ -186,6 +192,11 @@ public final class Trainer<B extends Batch> {
             numTokens += train.get(order.at(p)).tokenCount();
         }
         LogWindow window = new LogWindow(schedule.logEvery());
+        BestCheckpoint best = run.best() == null ? null : BestCheckpoint.replay(run.best(), metrics.file(), step, checkpoints);
+        boolean stoppedEarly = false;
+        // Axolotl's loss watchdog: the last logged loss, checked after every step
+        int watchdogViolations = 0;
+        Double lastLoggedLoss = null;
         StopRequest.training(true);
         try (metrics; Progress progress = Progress.forRun(step, totalSteps)) {
             if (step == 0 && !eval.isEmpty()) {
@@ -210,9 +221,15 @@ public final class Trainer<B extends Batch> {
                 for (long p = position; p < consumed; p++) {
                     samples += train.get(order.at(p)).samples();
                 }
-                if (!eval.isEmpty() && (step == totalSteps
-                        || (schedule.evalEvery() > 0 && step % schedule.evalEvery() == 0))) {
+                boolean evaluated = !eval.isEmpty() && (step == totalSteps
+                        || (schedule.evalEvery() > 0 && step % schedule.evalEvery() == 0));
+                boolean improved = false;
+                if (evaluated) {
                     lastEval = steps.evaluate(line);
+                    if (best != null) {
+                        improved = best.observe(step, line);
+                        stoppedEarly = best.patienceSpent();
+                    }
                 }
                 if (step == firstStep + 1) {
                     line.putAll(listener.firstStep(line));
@@ -220,11 +237,25 @@ public final class Trainer<B extends Batch> {
                 Map<String, Object> logged = window.add(step, totalSteps, line);
                 if (logged != null) {
                     metrics.write(logged);
+                    if (logged.get("loss") instanceof Number loss) {
+                        lastLoggedLoss = loss.doubleValue();
+                    }
+                }
+                boolean watchdogStop = false;
+                if (training.lossWatchdogThreshold() != null && lastLoggedLoss != null) {
+                    watchdogViolations = lastLoggedLoss > training.lossWatchdogThreshold() ? watchdogViolations + 1 : 0;
+                    if (watchdogViolations >= training.lossWatchdogPatience()) {
+                        LOG.warn("warning: the loss {} stayed above loss_watchdog_threshold {} for {} steps: training "
+                                + "stops at step {}", lastLoggedLoss, training.lossWatchdogThreshold(), watchdogViolations, step);
+                        watchdogStop = true;
+                        stoppedEarly = true;
+                    }
                 }
                 progress.step(step, logged);
                 listener.afterStep(step, line);
                 String stop = StopRequest.requested();
-                boolean scheduled = schedule.saveEvery() > 0 && (step % schedule.saveEvery() == 0 || step == totalSteps);
+                boolean scheduled = run.saveBest() ? improved
+                        : schedule.saveEvery() > 0 && (step % schedule.saveEvery() == 0 || step == totalSteps || stoppedEarly);
                 if (scheduled || stop != null) {
                     TrainerState state = new TrainerState(step, (double) consumed / perEpoch, consumed, perEpoch,
                             training.seed(), training.lrScheduler().key(), totalSteps, warmupSteps,
@@ -233,11 +264,24 @@ public final class Trainer<B extends Batch> {
                             hfState(step, (double) consumed / perEpoch, totalSteps, metrics.file()).toJson(),
                             listener::checkpointFiles, listener::beforeCheckpointPublished);
                     LOG.debug("saved {}", saved);
+                    if (best != null) {
+                        best.saved(step, saved);
+                    }
                     LossCurve.draw(metrics.file(), outputDir);
                     if (stop != null) {
                         throw new StopRequest.Stopped(stop, step, "saved " + saved);
                     }
                 }
+                if (stoppedEarly) {
+                    if (!watchdogStop) {
+                        LOG.info("early stopping at step {}: {} has not improved on {} (step {}) for {} evaluations",
+                                step, run.best().lineKey(), best.value(), best.step(), run.best().patience());
+                    }
+                    break;
+                }
+            }
+            if (best != null && run.best().loadAtEnd()) {
+                best.loadInto(params, step, manager);
             }
             if (step > firstStep) {
                 Map<String, Object> summary = TrainResults.summary(step, (double) step * accumulation / perEpoch,

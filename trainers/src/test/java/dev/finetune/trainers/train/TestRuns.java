@@ -30,6 +30,10 @@ public final class TestRuns {
     private boolean stopOnNonFinite = true;
     private int logEvery = 1;
     private boolean tensorBoard;
+    private dev.finetune.recipes.BestModel best;
+    private boolean saveBest;
+    private Double watchdogThreshold;
+    private int watchdogPatience = 3;
 
     private TestRuns(Path outputDir) {
         this.outputDir = outputDir;
@@ -56,18 +60,22 @@ public final class TestRuns {
     public TestRuns stopOnNonFinite(boolean v) { stopOnNonFinite = v; return this; }
     public TestRuns logEvery(int v) { logEvery = v; return this; }
     public TestRuns tensorBoard(boolean v) { tensorBoard = v; return this; }
+    public TestRuns best(dev.finetune.recipes.BestModel v) { best = v; return this; }
+    public TestRuns saveBest(boolean v) { saveBest = v; return this; }
+    public TestRuns lossWatchdog(double threshold, int patience) { watchdogThreshold = threshold; watchdogPatience = patience; return this; }
 
     /** @param microBatchesPerEpoch the size of the training batch list the loop gets */
     public Trainer.Run build(int microBatchesPerEpoch) {
         if (maxSteps <= 0) {
             throw new IllegalStateException("tests set max_steps");
         }
-        Recipe.Training training = new Recipe.Training(512, false, false, false, 1, (int) maxSteps, learningRate,
-                scheduler, 0, warmupSteps, null, Recipe.Optimizer.ADAMW_TORCH, weightDecay, 0.9, 0.999, 1e-8,
-                maxGradNorm, checkpointing, seed, stopOnNonFinite);
+        Recipe.Training training = new Recipe.Training(512, false, false, 512, false, 1, (int) maxSteps, learningRate,
+                scheduler, 0, 0, false, warmupSteps, null, Recipe.Optimizer.ADAMW_TORCH, weightDecay, 0.9, 0.999, 1e-8,
+                maxGradNorm, checkpointing, seed, stopOnNonFinite, watchdogThreshold, watchdogPatience);
         SchedulePlan schedule = new SchedulePlan(accumulation, microBatchesPerEpoch,
                 Math.max(1, microBatchesPerEpoch / accumulation), maxSteps, warmupSteps, evalEvery, saveEvery, logEvery,
                 false);
-        return new Trainer.Run(training, schedule, outputDir, saveTotalLimit, resume, invariants, tensorBoard);
+        return new Trainer.Run(training, schedule, outputDir, saveTotalLimit, resume, invariants, tensorBoard, true, best,
+                saveBest);
     }
 }

@@ -182,6 +182,8 @@ public final class Preprocess {
         update(digest, String.valueOf(recipe.data().datasets()));
         update(digest, String.valueOf(recipe.data().testDatasets()));
         update(digest, String.valueOf(DataOptions.of(recipe)));
+        // how evaluation rows are cut and packed
+        update(digest, recipe.training().evalSequenceLen() + " " + recipe.training().evalSamplePacking());
         update(digest, Integer.toString(micro));
         update(digest, String.valueOf(recipe.batch().evalBatchSize()));
         for (String name : RunFiles.TOKENIZER_FILES) {

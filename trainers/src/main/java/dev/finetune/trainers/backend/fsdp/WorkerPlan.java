@@ -126,6 +126,12 @@ public record WorkerPlan(Path folder, Path planFile, long totalSteps, long warmu
         optimizer.addProperty("max_grad_norm", run.training().maxGradNorm());
         plan.add("optimizer", optimizer);
         plan.addProperty("seed", run.training().seed());
+        if (run.training().lossWatchdogThreshold() != null) {
+            JsonObject watchdog = new JsonObject();
+            watchdog.addProperty("threshold", run.training().lossWatchdogThreshold());
+            watchdog.addProperty("patience", run.training().lossWatchdogPatience());
+            plan.add("loss_watchdog", watchdog);
+        }
         plan.addProperty("resume_key", ResumeKeys.hash(invariants));
         if (resumeFrom != null) {
             plan.addProperty("resume", resumeFrom.toAbsolutePath().toString());
@@ -225,8 +231,7 @@ public record WorkerPlan(Path folder, Path planFile, long totalSteps, long warmu
                 }),
                 new TensorsFile.Tensor("lr", "F64", new long[] {total}, sink -> {
                     for (long step = 0; step < total; step++) {
-                        sink.float64(run.training().lrScheduler().learningRate(run.training().learningRate(),
-                                run.training().cosineMinLrRatio(), step, total, warmup));
+                        sink.float64(run.schedule().learningRate(run.training(), step));
                     }
                 })), Map.of("format", "finetune-schedule-1"));
     }

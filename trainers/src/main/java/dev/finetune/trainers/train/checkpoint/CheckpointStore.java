@@ -75,11 +75,21 @@ public final class CheckpointStore {
 
     private final Path outputDir;
     private final int totalLimit;
+    /** The best checkpoint ({@code load_best_model_at_end}, {@code save_strategy: best}): kept beyond the limit. */
+    private Path kept;
 
     /** @param totalLimit {@code save_total_limit}; 0 or less keeps every checkpoint */
     public CheckpointStore(Path outputDir, int totalLimit) {
         this.outputDir = outputDir;
         this.totalLimit = totalLimit;
+    }
+
+    /**
+     * Keeps {@code folder} whatever {@code save_total_limit} says, as the HF Trainer keeps the best checkpoint next to
+     * the newest ones; {@code null} keeps none.
+     */
+    public void keep(Path folder) {
+        this.kept = folder;
     }
 
     /** Deletes what interrupted writes left behind; they were never published, so nothing is lost. */
@@ -271,7 +281,7 @@ public final class CheckpointStore {
             if (excess <= 0) {
                 break;
             }
-            if (!saved.folder().equals(keep)) {
+            if (!saved.folder().equals(keep) && !saved.folder().equals(kept)) {
                 deleteTree(saved.folder());
                 excess--;
             }
