@@ -2,7 +2,9 @@ package dev.finetune.cli;
 
 import dev.finetune.recipes.UserError;
 import dev.finetune.recipes.ValidatedRecipe;
+import dev.finetune.recipes.model.ModelParameters;
 import dev.finetune.recipes.plan.MemoryEstimate;
+import dev.finetune.recipes.plan.Term;
 import java.io.PrintWriter;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -104,8 +106,14 @@ final class DiffCommand implements Callable<Integer> {
             MemoryEstimate e = PlanCommand.memoryPlan(recipe, file, null, null)
                     .estimate();
             out.put("hardware", e.setup().hardware().label());
-            out.put("peak per device", String.format(Locale.ROOT, "%.2f GiB", e.peakBytes() / GIB));
+            // exact figures, so that a change too small for the GiB total (lora_r 8 -> 16 on a tiny model) still shows
+            long trainable = ModelParameters.of(e.setup().model()).trainable(e.setup().adapter());
+            out.put("trainable parameters", String.format(Locale.ROOT, "%,d", trainable));
+            out.put("peak per device", String.format(Locale.ROOT, "%.2f GiB (%,d B)", e.peakBytes() / GIB, e.peakBytes()));
             out.put("peak phase", e.peakPhase().label());
+            for (Term term : e.terms()) {
+                out.put(term.name(), String.format(Locale.ROOT, "%,d B", term.max()));
+            }
             out.put("fits", e.fits() ? "yes" : String.format(Locale.ROOT, "no (%.1f GiB over)", -e.headroomBytes() / GIB));
         } catch (UserError e) {
             out.put("not available", e.oneLine());

@@ -60,4 +60,16 @@ class DiffCommandTest {
         assertEquals(2, invalid.exit());
         assertTrue(invalid.err().contains("lora_r"), invalid.err());
     }
+
+    @Test
+    void aRankChangeNamesTheTrainableParametersAndTheTermsItMoves() {
+        String quickstart = MainProcessTest.repoRoot().resolve("configs/quickstart.yaml").toString();
+        InProcess.Run run = InProcess.finetune("diff", quickstart, quickstart, "lora_r=16");
+        assertEquals(0, run.exit(), run.err());
+        // 2.3 MB of adapter on a 1 MB model: too little for the total in GiB, every figure it moves is named
+        assertTrue(run.out().matches("(?s).*\n  trainable parameters: [\\d,]+ -> [\\d,]+\n.*"), run.out());
+        assertTrue(run.out().matches("(?s).*\n  adapter: [\\d,]+ B -> [\\d,]+ B\n.*"), run.out());
+        assertTrue(run.out().matches("(?s).*\n  optimizer_state: [\\d,]+ B -> [\\d,]+ B\n.*"), run.out());
+        assertFalse(run.out().contains("memory plan: the same"), run.out());
+    }
 }

@@ -296,4 +296,18 @@ class ValidateManyTest {
         fail("no finding with " + field + " = " + value + " in " + findings);
         return null;
     }
+
+    @Test
+    void aWarningSeveralRecipesDrawIsPrintedOnceWithWhere(@TempDir Path dir) throws IOException {
+        Path recipes = repository(dir);
+        for (String name : List.of("w1.yaml", "w2.yaml", "w3.yaml")) {
+            Files.writeString(recipes.resolve(name), Files.readString(recipes.resolve("lora.yaml")) + "attn_implementation: sdpa\n");
+        }
+        InProcess.Run run = InProcess.finetune("validate", recipes.toString());
+        String repeated = "'attn_implementation' is ignored: an attention, kernel or speed choice";
+        assertEquals(1, run.err().lines().filter(l -> l.contains(repeated)).count(), run.err());
+        assertTrue(run.err().contains("warning: 3 recipes: " + repeated), run.err());
+        assertTrue(run.err().contains("; in " + recipes.resolve("w1.yaml")), run.err());
+        assertTrue(run.out().contains("3 warnings"), run.out());
+    }
 }

@@ -28,7 +28,7 @@ final class DataSection {
     Recipe.Data data(KeyReader top, Recipe.Objective objective) {
         List<DatasetSpec> datasets = datasets(top, "datasets", objective);
         List<DatasetSpec> tests = datasets(top, "test_datasets", objective);
-        if (datasets == null && !top.has("datasets") && !top.has("pretraining_dataset")) {
+        if (datasets == null && !top.has("datasets") && !top.has("pretraining_dataset") && !problems.pluginRefused) {
             problems.error(top.where(), "datasets is required", "add e.g. 'datasets: [{path: data/train.jsonl, type: alpaca}]'");
         }
         // Axolotl's meaning: a share of the rows below 1, else a number of rows

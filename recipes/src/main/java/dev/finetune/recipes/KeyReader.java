@@ -82,16 +82,27 @@ final class KeyReader {
 
     /** Renames a key before anything reads it (e.g. {@code fsdp_}-prefixed keys inside {@code fsdp_config}). */
     void rename(String from, String to, String why) {
+        Where at = renamed(from, to);
+        if (at != null) {
+            problems.warn(at, why, "rename '" + from + "' to '" + to + "'");
+        }
+    }
+
+    /**
+     * Renames a key without a warning, for callers that say it once for several keys; returns where it was written,
+     * or {@code null} when it was absent or clashes with the new name (an error).
+     */
+    Where renamed(String from, String to) {
         Entry e = entries.remove(from);
         if (e == null) {
-            return;
+            return null;
         }
         if (entries.containsKey(to)) {
             problems.error(e.keyWhere(), "both '" + from + "' and '" + to + "' are set", "keep only " + to);
-            return;
+            return null;
         }
-        problems.warn(e.keyWhere(), why, "rename '" + from + "' to '" + to + "'");
         entries.put(to, new Entry(to, e.keyWhere(), e.value()));
+        return e.keyWhere();
     }
 
     /** Written at all, even with an empty value. */

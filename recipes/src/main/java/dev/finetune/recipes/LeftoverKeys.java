@@ -7,7 +7,9 @@ import dev.finetune.recipes.YamlNode.Mapping;
 import dev.finetune.recipes.YamlNode.Scalar;
 import dev.finetune.recipes.YamlNode.Sequence;
 import java.util.ArrayList;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
 
 /**
  * What becomes of the keys no section reader took: the key table's status decides between a warning (ignored,
@@ -25,6 +27,8 @@ final class LeftoverKeys {
      */
     static void report(List<Entry> unread, String scope, Problems problems) {
         List<String> siblings = null;
+        // one warning per reason, naming every key it applies to: a recipe with ten kernel switches reads one line
+        Map<String, List<Entry>> ignoredByReason = new LinkedHashMap<>();
         for (Entry e : unread) {
             String full = scope + e.key();
             Key key = RecipeKeys.get(full);
@@ -35,7 +39,7 @@ final class LeftoverKeys {
             }
             if (status == Status.IGNORED) {
                 if (enabled(e.value())) {
-                    problems.warn(e.keyWhere(), "'" + full + "' is ignored: " + key.note(), "remove it to silence this warning");
+                    ignoredByReason.computeIfAbsent("is ignored: " + key.note(), k -> new ArrayList<>()).add(e);
                 }
             } else if (status == Status.UNSUPPORTED) {
                 if (enabled(e.value())) {
@@ -51,8 +55,7 @@ final class LeftoverKeys {
                     problems.error(e.keyWhere(), "unknown key '" + full + "' (an old Axolotl key that Axolotl now drops: "
                             + key.note() + ")", "did you mean '" + typo + "'?");
                 } else {
-                    problems.warn(e.keyWhere(), "'" + full + "' is ignored, as Axolotl does: " + key.note(),
-                            "remove it to silence this warning");
+                    ignoredByReason.computeIfAbsent("is ignored, as Axolotl does: " + key.note(), k -> new ArrayList<>()).add(e);
                 }
             } else if (status == Status.UNKNOWN) {
                 problems.error(e.keyWhere(), "unknown key '" + full + "' (Axolotl silently drops it)",
@@ -67,6 +70,20 @@ final class LeftoverKeys {
                                 : "remove it: no known key is close to this name");
             }
         }
+        warnIgnored(ignoredByReason, scope, problems);
+    }
+
+    /** {@code 'a' is ignored: why}, or {@code 'a', 'b' and 'c' are ignored (3 keys): why}, at the first key. */
+    private static void warnIgnored(Map<String, List<Entry>> byReason, String scope, Problems problems) {
+        byReason.forEach((reason, entries) -> {
+            List<String> names = entries.stream().map(e -> "'" + scope + e.key() + "'").toList();
+            String keys = names.size() == 1 ? names.get(0)
+                    : String.join(", ", names.subList(0, names.size() - 1)) + " and " + names.get(names.size() - 1);
+            String message = names.size() == 1 ? keys + " " + reason
+                    : keys + " are" + reason.substring("is".length()).replaceFirst(":", " (" + names.size() + " keys):");
+            problems.warn(entries.get(0).keyWhere(), message, names.size() == 1 ? "remove it to silence this warning"
+                    : "remove them to silence this warning");
+        });
     }
 
     /** True when a value turns a feature on: not null, false, 0, "" or an empty collection. */

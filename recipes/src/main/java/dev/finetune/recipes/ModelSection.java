@@ -40,6 +40,7 @@ final class ModelSection {
                 }
                 String name = path.substring(path.lastIndexOf('.') + 1);
                 if (!HARMLESS_PLUGINS.contains(name)) {
+                    problems.pluginRefused = true;
                     problems.error(item.where(), "plugin '" + name + "' is unsupported: finetune cannot run Axolotl's Python plugins",
                             "remove it from plugins: and the keys it adds");
                 }

@@ -107,7 +107,9 @@ final class ObjectiveSection {
             problems.error(trl.at("use_vllm"), "trl.use_vllm is unsupported: finetune generates GRPO completions in the trainer",
                     "remove trl.use_vllm");
         }
-        if (rewardFuncs == null || rewardFuncs.isEmpty()) {
+        // a written list whose entries were refused is reported already; a plugin may bring its own rewards
+        boolean unwritten = rewardNode == null || rewardNode instanceof Sequence s && s.items().isEmpty();
+        if (unwritten && !problems.pluginRefused) {
             problems.error(trlMap == null ? top.at("rl") : trl.at("reward_funcs"), "rl: grpo needs trl.reward_funcs",
                     "add e.g. 'trl: {reward_funcs: [exact_match]}'");
         }

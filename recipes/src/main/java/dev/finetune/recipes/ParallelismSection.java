@@ -5,6 +5,7 @@ import dev.finetune.recipes.plan.Accelerator;
 import dev.finetune.recipes.YamlNode.Mapping;
 import dev.finetune.recipes.YamlNode.Scalar;
 import java.nio.file.Path;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 
@@ -133,10 +134,22 @@ final class ParallelismSection {
         }
         KeyReader f = new KeyReader(config == null ? new Mapping(Map.of(), top.at("fsdp")) : config, "fsdp_config.", problems);
         if (config != null) {
+            List<String> prefixed = new ArrayList<>();
+            YamlNode.Where first = null;
             for (String k : List.copyOf(config.entries().keySet())) {
                 if (k.startsWith("fsdp_") && !k.equals("fsdp_version")) {
-                    f.rename(k, k.substring("fsdp_".length()), "the fsdp_ prefix inside fsdp_config is deprecated");
+                    YamlNode.Where at = f.renamed(k, k.substring("fsdp_".length()));
+                    if (at != null) {
+                        first = first == null ? at : first;
+                        prefixed.add(k);
+                    }
                 }
+            }
+            // one warning for the lot: Axolotl's older examples prefix every key
+            if (!prefixed.isEmpty()) {
+                problems.warn(first, "the fsdp_ prefix inside fsdp_config is deprecated (" + prefixed.size()
+                        + (prefixed.size() == 1 ? " key: " : " keys: ") + String.join(", ", prefixed) + ")",
+                        "drop the prefix: " + String.join(", ", prefixed.stream().map(k -> k.substring("fsdp_".length())).toList()));
             }
         }
         Integer innerVersion = f.integer("fsdp_version", null, 1);

@@ -16,6 +16,11 @@ final class Problems {
     final List<Finding> warnings = new ArrayList<>();
     /** Keys whose written value failed its check: rules built on them stay quiet instead of piling up. */
     final Set<String> invalid = new HashSet<>();
+    /**
+     * A plugin was refused: what it would have brought (datasets, reward functions) is not asked for again, since
+     * the fix is to remove the plugin and its keys, not to add more.
+     */
+    boolean pluginRefused;
     /** Where each key a section reader took was written, by its table name: rules checked later point there. */
     private final Map<String, Object> written = new HashMap<>();
 

@@ -23,7 +23,7 @@ final class Suggestions {
                 best = c;
             }
         }
-        if (best != null && bestDistance <= (word.length() <= 4 ? 1 : Math.max(2, word.length() / 3))) {
+        if (best != null && bestDistance <= limit(word) && !aWordReplaced(lower, best)) {
             return best;
         }
         String byPrefix = null;
@@ -41,7 +41,7 @@ final class Suggestions {
      */
     static String typoOf(String word, Collection<String> candidates) {
         String lower = word.toLowerCase(java.util.Locale.ROOT);
-        int limit = word.length() <= 4 ? 1 : Math.max(2, word.length() / 3);
+        int limit = limit(word);
         String best = null;
         int bestDistance = Integer.MAX_VALUE;
         for (String c : candidates) {
@@ -51,7 +51,31 @@ final class Suggestions {
                 best = c;
             }
         }
-        return bestDistance <= limit ? best : null;
+        return bestDistance <= limit && !aWordReplaced(lower, best) ? best : null;
+    }
+
+    /** How many edits still read as a slip of the keyboard: one in a short word, up to three in a long one. */
+    private static int limit(String word) {
+        return word.length() <= 4 ? 1 : word.length() <= 8 ? 2 : 3;
+    }
+
+    /**
+     * Whether the two names differ by a whole word rather than a slip: {@code lion_pytorch} is another optimizer
+     * than {@code came_pytorch}, though only four letters differ.
+     */
+    static boolean aWordReplaced(String word, String candidate) {
+        String[] a = word.split("_");
+        String[] b = candidate.split("_");
+        if (a.length != b.length) {
+            return false;
+        }
+        for (int i = 0; i < a.length; i++) {
+            int longest = Math.max(a[i].length(), b[i].length());
+            if (longest >= 3 && distance(a[i], b[i]) >= longest - (longest > 4 ? 1 : 0)) {
+                return true;
+            }
+        }
+        return false;
     }
 
     /** Optimal string alignment distance: adjacent transpositions count as one edit, as typos usually are. */
