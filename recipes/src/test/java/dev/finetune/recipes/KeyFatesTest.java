@@ -31,6 +31,8 @@ class KeyFatesTest {
             Map.entry("model_type", "only causal LM classes are accepted, and they all train the same"),
             Map.entry("type_of_model", "as model_type"),
             Map.entry("plugins", "only plugins that change speed alone are accepted"),
+            Map.entry("liger_cross_entropy", "the LM head is always applied inside the loss in chunks: nothing to switch"),
+            Map.entry("liger_fused_linear_cross_entropy", "as liger_cross_entropy"),
             Map.entry("bnb_config_kwargs.bnb_4bit_quant_type", "nf4 is the only value accepted"),
             Map.entry("dp_shard_size", "FSDP2 shards over every rank: any other size is refused"),
             Map.entry("hardware.cpu", "hardware: cpu is the same; {cpu: false} means the GPUs the block names"),
@@ -231,9 +233,6 @@ class KeyFatesTest {
 
     /** Where a key's name may appear as a string literal outside the key table without being read, and why. */
     static final Map<String, String> NAMES_SHARED = Map.ofEntries(
-            Map.entry("torch_compile", "the worker's kernel settings (issue 22) name it; no plan carries it yet"),
-            Map.entry("torch_compile_backend", "the worker's kernel settings (issue 22) name it; no plan carries it yet"),
-            Map.entry("torch_compile_mode", "the worker's kernel settings (issue 22) name it; no plan carries it yet"),
             Map.entry("float32", "a dtype name in tensor code, not the recipe key"),
             Map.entry("device", "the worker plan's device field, set from the resolved run, not from the recipe key"),
             Map.entry("world_size", "the worker plan's world size, set from the launch, not from the recipe key"),

@@ -32,10 +32,10 @@ class WarningsTest {
 
     @Test
     void keysIgnoredForOneReasonAreOneWarning(@TempDir Path dir) throws IOException {
-        List<Finding> warnings = valid(dir, "attn_implementation: sdpa\nflash_attention: true\nliger_rms_norm: true\n"
+        List<Finding> warnings = valid(dir, "attn_implementation: sdpa\nflash_attention: true\nsdp_attention: true\n"
                 + "wandb_project: x\n").warnings();
         assertEquals(2, warnings.size(), warnings.toString());
-        assertEquals("'attn_implementation', 'flash_attention' and 'liger_rms_norm' are ignored (3 keys): an attention, "
+        assertEquals("'attn_implementation', 'flash_attention' and 'sdp_attention' are ignored (3 keys): an attention, "
                 + "kernel or speed choice: finetune picks its own, with the same results", warnings.get(0).message());
         assertTrue(warnings.get(0).where().endsWith("r.yaml:6:1"), warnings.get(0).where());
         assertTrue(warnings.get(1).message().startsWith("'wandb_project' is ignored: logging"), warnings.get(1).message());
