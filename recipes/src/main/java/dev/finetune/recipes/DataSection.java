@@ -300,8 +300,11 @@ final class DataSection {
 
     private DatasetType datasetType(YamlNode typeNode, Recipe.Objective objective, KeyReader r) {
         if (typeNode == null) {
-            problems.error(r.where(), "this dataset has no type, so it would have to be pre-tokenized (unsupported)",
-                    "add e.g. 'type: alpaca' or 'type: chat_template'");
+            // Axolotl's pre-tokenized rows: input_ids (and labels) as written, which supervised training reads
+            if (!(objective instanceof Recipe.Objective.Sft)) {
+                problems.error(r.where(), "this dataset has no type: rl: " + objective.key() + " rows need one",
+                        "add e.g. 'type: " + DatasetType.keysReadBy(objective.key()).get(0) + "'");
+            }
             return null;
         }
         if (typeNode instanceof Mapping) {
