@@ -10,6 +10,8 @@ from dataclasses import dataclass
 import torch
 from safetensors.torch import load_file
 
+from finetune_worker import families
+
 FORMAT = "finetune-batches-1"
 
 
@@ -86,10 +88,12 @@ def documents(segments):
     return tuple(out)
 
 
-def attention_mask(segments, dtype):
+def attention_mask(segments, dtype, config=None):
     """Additive ``[rows, 1, T, T]`` mask: causal, within a packed example only.
 
-    Padding (segment 0) attends to itself alone, so its rows stay finite; no loss is taken there.
+    Padding (segment 0) attends to itself alone, so its rows stay finite; no loss is taken there. With the model's
+    ``config``, its sliding windows are in the mask too (a mask per layer type where the family has several:
+    :func:`families.attention_masks`).
     """
     length = segments.shape[1]
     causal = torch.ones(length, length, dtype=torch.bool, device=segments.device).tril()
@@ -97,9 +101,24 @@ def attention_mask(segments, dtype):
     real = (segments != 0).unsqueeze(2)
     allowed = causal.unsqueeze(0) & same & real
     allowed |= torch.eye(length, dtype=torch.bool, device=segments.device).unsqueeze(0)
-    mask = torch.zeros(allowed.shape, dtype=dtype, device=segments.device)
-    mask.masked_fill_(~allowed, torch.finfo(dtype).min)
-    return mask.unsqueeze(1)
+
+    def additive(pairs):
+        mask = torch.zeros(pairs.shape, dtype=dtype, device=segments.device)
+        mask.masked_fill_(~pairs, torch.finfo(dtype).min)
+        return mask.unsqueeze(1)
+
+    if config is None:
+        return additive(allowed)
+    return families.attention_masks(config, allowed, additive)
+
+
+def model_attention_mask(segments, config):
+    """:func:`attention_mask` as the model takes it on ``segments``' device: additive float32 on CPU, boolean on GPU,
+    where SDPA's fused kernels take a boolean mask whatever the compute dtype (bf16 under FSDP's policy)."""
+    mask = attention_mask(segments, torch.float32, config)
+    if segments.device.type == "cpu":
+        return mask
+    return {k: m == 0 for k, m in mask.items()} if isinstance(mask, dict) else mask == 0
 
 
 def rank_share(items, rank, world):

@@ -165,9 +165,9 @@ class Grpo:
                         with self.reference.of(model):
                             model(input_ids=prompts.ids.to(world.device),
                                   position_ids=prompts.positions.to(world.device),
-                                  attention_mask=self._mask_for(prompts, world.device), use_cache=False)
+                                  attention_mask=self._mask_for(model, prompts, world.device), use_cache=False)
                     model(input_ids=prompts.ids.to(world.device), position_ids=prompts.positions.to(world.device),
-                          attention_mask=self._mask_for(prompts, world.device), use_cache=False)
+                          attention_mask=self._mask_for(model, prompts, world.device), use_cache=False)
         all_names = set()
         for part in distributed.gather_objects(sorted(metric_sums)):
             all_names.update(part)
@@ -179,6 +179,6 @@ class Grpo:
             line["eval_" + name] = value / max(1.0, totals[2])
         return line
 
-    def _mask_for(self, batch, device):
-        mask = data.attention_mask(batch.segments.to(device), torch.float32)
-        return mask if device.type == "cpu" else mask == 0
+    def _mask_for(self, model, batch, device):
+        # the model's sliding windows are in the mask, as in training (a mask per layer type where it has several)
+        return data.model_attention_mask(batch.segments.to(device), model.config)

@@ -32,7 +32,11 @@ def save_weights(model, plan, lora, world, folder):
         adapter = get_peft_model_state_dict(model, state_dict=state)
         save_file({k: v.contiguous() for k, v in adapter.items()}, os.path.join(folder, "adapter_model.safetensors"),
                   metadata={"format": "pt"})
-        shutil.copy(os.path.join(plan["adapter"]["initial"], "adapter_config.json"), folder)
+        if plan["adapter"].get("initial"):
+            shutil.copy(os.path.join(plan["adapter"]["initial"], "adapter_config.json"), folder)
+        else:
+            # PEFT made this adapter itself (a family the JVM trainer does not run): its config says what it adapts
+            model.peft_config["default"].save_pretrained(folder)
         return ["adapter_model.safetensors", "adapter_config.json"]
     if getattr(model.config, "tie_word_embeddings", False):
         state.pop("lm_head.weight", None)

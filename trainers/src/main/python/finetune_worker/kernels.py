@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
-from finetune_worker import extras, head_loss, packed_attention
-from finetune_worker.data import MicroBatch, attention_mask, documents
+from finetune_worker import extras, families, head_loss, packed_attention
+from finetune_worker.data import MicroBatch, documents, model_attention_mask
 
 # The recipe's liger_* keys this worker applies, by Liger's own argument names.
 LIGER_KEYS = ("rms_norm", "rope", "swiglu", "glu_activation", "layer_norm")
@@ -36,6 +36,8 @@ class Kernels:
     offload: bool = False
     liger: tuple = ()
     notes: list = field(default_factory=list)
+    # (coefficient, experts, top-k) of the MoE load-balancing loss, when the model's config asks for it
+    router: tuple = None
 
     def describe(self):
         """One line for the launcher: what runs, then what fell back."""
@@ -51,14 +53,14 @@ class Kernels:
 
     # -- the model calls the objectives make ---------------------------------------------------------------
 
-    def _inputs(self, batch):
+    def _inputs(self, model, batch):
         inputs = dict(input_ids=batch.ids, position_ids=batch.positions, use_cache=False)
+        if self.router is not None:
+            # the router logits are recorded by families.router_logits; asked of the model, its forward would compute
+            # the load-balancing loss over this 4D mask as if it were the 2D one it expects
+            inputs["output_router_logits"] = False
         if self.attention == "dense":
-            mask = attention_mask(batch.segments, torch.float32)
-            if batch.ids.device.type != "cpu":
-                # SDPA's fused GPU kernels take a boolean mask whatever the compute dtype (bf16 under FSDP's policy)
-                mask = mask == 0
-            inputs["attention_mask"] = mask
+            inputs["attention_mask"] = model_attention_mask(batch.segments, model.config)
         else:
             inputs["finetune_packing"] = packed_attention.describe(
                 batch.documents, batch.ids.shape[0], batch.ids.shape[1], self.attention, batch.ids.device,
@@ -66,21 +68,31 @@ class Kernels:
         return inputs
 
     def sft_loss(self, model, batch):
-        """Σ over the batch's target positions of -log p(target), with its gradient."""
-        if self.head == "chunked":
-            with self._offloaded(), head_loss.request(model, "sft", batch.targets):
-                return model(**self._inputs(batch)).logits
-        return -self.token_log_probs(model, batch)[0].sum()
+        """Σ over the batch's target positions of -log p(target), with its gradient; for a mixture of experts whose
+        config asks for it, plus the router's load-balancing loss weighted as transformers weights it
+        (``router_aux_loss_coef`` times it, per target token, so that the step's division by the target tokens leaves
+        transformers' mean loss + coefficient x auxiliary loss)."""
+        with families.router_logits(model) if self.router is not None else contextlib.nullcontext([]) as routers:
+            if self.head == "chunked":
+                with self._offloaded(), head_loss.request(model, "sft", batch.targets):
+                    loss = model(**self._inputs(model, batch)).logits
+            else:
+                loss = -self.token_log_probs(model, batch)[0].sum()
+            recorded = list(routers)
+        if self.router is None:
+            return loss
+        real = (batch.segments != 0).to(torch.float32)
+        return loss + self.router[0] * families.router_aux_loss(model, recorded, real) * batch.weight
 
     def token_log_probs(self, model, batch, entropy=False):
         """``[rows, columns]`` log p(target | prefix), exactly 0 where no target; with ``entropy`` also each
         position's prediction entropy (no gradient), else None."""
         if self.head == "chunked":
             with self._offloaded(), head_loss.request(model, "tokens", batch.targets, entropy) as result:
-                logp = model(**self._inputs(batch)).logits
+                logp = model(**self._inputs(model, batch)).logits
             return logp, result.entropy_value
         with self._offloaded():
-            logits = model(**self._inputs(batch)).logits.float()
+            logits = model(**self._inputs(model, batch)).logits.float()
         rows, columns, vocab = logits.shape
         losses = F.cross_entropy(logits.reshape(rows * columns, vocab), batch.targets.reshape(-1),
                                  reduction="none", ignore_index=-100)
@@ -127,6 +139,7 @@ def setup(model, settings, device, dtype, gradient_checkpointing=False):
             packed_attention.install(model)
             kernels.attention = kernel
     kernels.liger = _liger(model, settings.get("liger") or {}, device, kernels.notes)
+    kernels.router = families.router_settings(model)
     if settings.get("activation_offloading"):
         if gradient_checkpointing:
             kernels.offload = True
@@ -145,7 +158,7 @@ def setup(model, settings, device, dtype, gradient_checkpointing=False):
 
 
 def _decoder_layers(model):
-    classes = set(getattr(model, "_no_split_modules", None) or [])
+    classes = families.decoder_layer_classes(model)
     return [m for m in model.modules() if type(m).__name__ in classes]
 
 

@@ -20,7 +20,7 @@ import warnings
 
 import torch
 
-from finetune_worker import checkpoints, data, distributed, extras, hf_files, kernels, objectives
+from finetune_worker import checkpoints, data, distributed, extras, families, hf_files, kernels, objectives
 
 
 class Reporter:
@@ -110,13 +110,15 @@ def build_model(plan, world):
     if checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     fast = kernels.setup(model, plan.get("kernels"), world.device, compute, checkpointing)
-    layer_classes = set(getattr(model, "_no_split_modules", None) or [])
+    layer_classes = families.decoder_layer_classes(model)
     lora = adapter is not None
-    if lora:
+    if lora and adapter.get("initial"):
         from peft import PeftModel
 
         # Java wrote the initial adapter (its own A init, B = 0): both backends start from the same weights.
         model = PeftModel.from_pretrained(model, adapter["initial"], is_trainable=True)
+    elif lora:
+        model = families.with_lora(model, adapter, plan["seed"])
     if not quantized:
         model.to(world.device)
     if sharded:

@@ -10,6 +10,10 @@ REQUESTS.json is a list of objects, each with a "kind" and its own fields; OUT.j
   peft:     {"model", "adapter"} -> {"missing": [...], "unexpected": [...], "trainable": n}: how the adapter loads
   adapter:  {"model", "out", "r", "target_modules", "target_parameters"} -> {"trainable": n}: a PEFT LoRA adapter with
             random A and B (B is zero as PEFT starts it, which would merge to nothing) saved to "out"
+  loss:     {"model", "adapter"?, "ids", "worker"} -> {"transformers": x, "worker": y}: the mean next-token loss of one
+            sequence as the model's own forward computes it with labels (for a mixture of experts whose config sets
+            output_router_logits, plus router_aux_loss_coef x its load-balancing loss), and as the worker's kernels
+            compute it (its summed loss over the target count), the worker's modules imported from "worker"
 """
 import json
 import sys
@@ -82,7 +86,25 @@ def adapter(request):
     return {"trainable": sum(p.numel() for p in model.parameters() if p.requires_grad)}
 
 
-KINDS = {"logits": logits, "generate": generate, "merged": merged, "peft": peft, "adapter": adapter}
+def loss(request):
+    sys.path.insert(0, request["worker"])
+    from finetune_worker import data, kernels
+
+    model = load(request["model"], request.get("adapter"))
+    ids = torch.tensor([request["ids"]])
+    with torch.no_grad():
+        theirs = model(input_ids=ids, labels=ids, use_cache=False).loss
+        targets = torch.cat([ids[:, 1:], torch.full((1, 1), -100)], dim=1)
+        segments = torch.ones_like(ids)
+        batch = data.MicroBatch(ids, torch.arange(ids.shape[1]).unsqueeze(0), segments, targets,
+                                int((targets != -100).sum()), ids.shape[1], ("test", 0), data.documents(segments))
+        run = kernels.setup(model.get_base_model() if hasattr(model, "get_base_model") else model, {},
+                            torch.device("cpu"), torch.float32)
+        ours = run.sft_loss(model, batch) / batch.weight
+    return {"transformers": float(theirs), "worker": float(ours), "router": run.router is not None}
+
+
+KINDS = {"logits": logits, "generate": generate, "merged": merged, "peft": peft, "adapter": adapter, "loss": loss}
 
 
 def main(requests_path, out_path):

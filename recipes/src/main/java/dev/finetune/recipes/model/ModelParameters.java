@@ -358,9 +358,7 @@ public record ModelParameters(List<LayerGroup> groups, Tensor embedding, Tensor 
         LoraTargets targets = LoraTargets.of(lora.targetModules());
         for (LayerGroup g : groups) {
             for (Tensor t : g.tensors()) {
-                boolean byDefault = lora.targetAllLinear() && (t.kind() == Kind.LINEAR || t.kind() == Kind.EXPERTS);
-                long layers = !t.adaptable() ? 0 : byDefault ? g.count()
-                        : g.indices().stream().filter(i -> targets.matches(moduleName(t, i))).count();
+                long layers = g.indices().stream().filter(i -> adapted(t, i, lora, targets)).count();
                 if (layers > 0) {
                     chosen.merge(t, layers, Long::sum);
                 }
@@ -370,6 +368,42 @@ public record ModelParameters(List<LayerGroup> groups, Tensor embedding, Tensor 
             chosen.put(head, 1L);
         }
         return chosen;
+    }
+
+    /** The one rule of what LoRA adapts in decoder layer {@code index}. */
+    private static boolean adapted(Tensor t, int index, AdapterSpec.Lora lora, LoraTargets targets) {
+        boolean byDefault = lora.targetAllLinear() && (t.kind() == Kind.LINEAR || t.kind() == Kind.EXPERTS);
+        return t.adaptable() && (byDefault || targets.matches(moduleName(t, index)));
+    }
+
+    /**
+     * What PEFT is told to adapt, by full name so that it adapts exactly what {@link #loraTargetLayers} counts:
+     * {@code nn.Linear} modules ({@code target_modules}) and raw weights ({@code target_parameters}: stacked experts,
+     * routers that are no linear).
+     */
+    public record PeftTargets(List<String> modules, List<String> parameters) {}
+
+    public PeftTargets peftTargets(AdapterSpec adapter) {
+        List<String> modules = new ArrayList<>();
+        List<String> parameters = new ArrayList<>();
+        if (adapter instanceof AdapterSpec.Lora lora) {
+            LoraTargets targets = LoraTargets.of(lora.targetModules());
+            for (int i = 0; i < layers(); i++) {
+                for (Tensor t : groupOf(i).tensors()) {
+                    if (adapted(t, i, lora, targets)) {
+                        if (t.module()) {
+                            modules.add(moduleName(t, i));
+                        } else {
+                            parameters.add("model.layers." + i + "." + t.peftParameter());
+                        }
+                    }
+                }
+            }
+            if (head != null && targets.matches(head.name())) {
+                modules.add(head.name());
+            }
+        }
+        return new PeftTargets(List.copyOf(modules), List.copyOf(parameters));
     }
 
     /** The distinct tensors LoRA adapts somewhere ({@link #loraTargetLayers}' keys). */

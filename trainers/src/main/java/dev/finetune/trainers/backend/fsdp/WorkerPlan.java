@@ -2,6 +2,7 @@ package dev.finetune.trainers.backend.fsdp;
 
 import ai.djl.engine.Engine;
 import ai.djl.ndarray.NDManager;
+import com.google.gson.Gson;
 import com.google.gson.GsonBuilder;
 import com.google.gson.JsonObject;
 import dev.finetune.adapters.lora.LoraFactory;
@@ -15,6 +16,8 @@ import dev.finetune.recipes.ReferenceModel;
 import dev.finetune.recipes.ValidatedRecipe;
 import dev.finetune.recipes.SchedulePlan;
 import dev.finetune.recipes.UserError;
+import dev.finetune.recipes.model.ModelConfig;
+import dev.finetune.recipes.model.ModelParameters;
 import dev.finetune.trainers.backend.DatasetIdentity;
 import dev.finetune.trainers.backend.RunFiles;
 import dev.finetune.trainers.model.LlamaModel;
@@ -98,13 +101,18 @@ public record WorkerPlan(Path folder, Path planFile, long totalSteps, long warmu
                 throw new UserError("adapter", "QLoRA on the fsdp backend is not in this build",
                         "use adapter: lora with backend: fsdp, or QLoRA with backend: single");
             }
-            Path initial = folder.resolve("initial-adapter");
-            if (writer) {
-                writeInitialAdapter(recipe, lora, modelDir, initial);
-            }
             JsonObject adapter = new JsonObject();
             adapter.addProperty("kind", "lora");
-            adapter.addProperty("initial", initial.toAbsolutePath().toString());
+            ModelConfig config = ModelConfig.read(modelDir);
+            if (config.notInJvmBecause() == null) {
+                Path initial = folder.resolve("initial-adapter");
+                if (writer) {
+                    writeInitialAdapter(recipe, lora, modelDir, initial);
+                }
+                adapter.addProperty("initial", initial.toAbsolutePath().toString());
+            } else {
+                otherFamilyAdapter(recipe, lora, config, adapter);
+            }
             plan.add("adapter", adapter);
         }
         Recipe.Fsdp fsdp = recipe.distributed().fsdp();
@@ -234,6 +242,30 @@ public record WorkerPlan(Path folder, Path planFile, long totalSteps, long warmu
                         sink.float64(run.schedule().learningRate(run.training(), step));
                     }
                 })), Map.of("format", "finetune-schedule-1"));
+    }
+
+    /**
+     * A family the JVM trainer does not run has no Java-made initial adapter to share: the worker starts PEFT's own
+     * (A drawn from the seed, B = 0) on exactly the targets the plan counted, by full name, or continues the saved
+     * PEFT adapter of {@code lora_model_dir} as it is.
+     */
+    private static void otherFamilyAdapter(Recipe recipe, AdapterSpec.Lora lora, ModelConfig config, JsonObject adapter) {
+        if (recipe.output().loraModelDir() != null) {
+            adapter.addProperty("initial", Path.of(recipe.output().loraModelDir()).toAbsolutePath().toString());
+            return;
+        }
+        ModelParameters.PeftTargets targets = config.parameters().peftTargets(lora);
+        if (!targets.parameters().isEmpty() && lora.dropout() > 0) {
+            throw new UserError("lora_dropout", "LoRA on " + config.modelType() + "'s experts or router (PEFT's "
+                    + "target_parameters) cannot drop out its input: PEFT folds those adapters into the weight",
+                    "set lora_dropout: 0, or target only attention and dense projections");
+        }
+        adapter.addProperty("r", lora.r());
+        adapter.addProperty("alpha", lora.alpha());
+        adapter.addProperty("dropout", lora.dropout());
+        adapter.addProperty("rslora", lora.useRslora());
+        adapter.add("target_modules", new Gson().toJsonTree(targets.modules()));
+        adapter.add("target_parameters", new Gson().toJsonTree(targets.parameters()));
     }
 
     /**
