@@ -127,8 +127,11 @@ final class GenerateCommand implements Callable<Integer> {
             }
             for (long id : prompts.get(p)) {
                 if (id < 0 || id >= vocabulary) {
-                    throw new UserError("--prompt-ids" + (prompts.size() > 1 ? " #" + (p + 1) : ""),
-                            "token id " + id + " is outside the vocabulary [0, " + vocabulary + ")", "use ids from this model's tokenizer");
+                    throw new UserError((prompt != null ? "--prompt" : "--prompt-ids")
+                            + (prompts.size() > 1 ? " #" + (p + 1) : ""), "token id " + id + " is outside the "
+                            + "vocabulary [0, " + vocabulary + ")" + (prompt != null ? " of config.json, though the "
+                            + "model's tokenizer gave it: the two do not belong together" : ""),
+                            "use ids from this model's tokenizer");
                 }
             }
         }

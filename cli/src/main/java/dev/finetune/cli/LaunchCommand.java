@@ -48,7 +48,7 @@ final class LaunchCommand implements Callable<Integer> {
         String launcher = home != null ? Path.of(home).resolve("finetune").toAbsolutePath().toString() : "finetune";
         String script = SlurmScript.render(launcher, recipeArgs.recipe().toAbsolutePath(), recipeArgs.overrides,
                 launch, "finetune-" + outputDir.getFileName(), outputDir);
-        Path file = out != null ? out : outputDir.resolve("launch.sbatch");
+        Path file = out != null ? out : outputDir.resolve(dev.finetune.trainers.backend.OutputFolder.SBATCH);
         try {
             if (file.toAbsolutePath().getParent() != null) {
                 Files.createDirectories(file.toAbsolutePath().getParent());

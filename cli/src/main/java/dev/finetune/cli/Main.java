@@ -278,9 +278,11 @@ public final class Main implements Callable<Integer> {
                             + "again to stop at once)");
                     return;
                 }
-                System.err.println("stopped by SIG" + name + (StopRequest.training()
-                        ? " at once (a second signal): the newest complete checkpoint is intact"
-                        : " outside a training step: nothing was saved"));
+                String newest = StopRequest.newestCheckpoint();
+                System.err.println("stopped by SIG" + name + (!StopRequest.training()
+                        ? " outside a training step: nothing was saved"
+                        : newest == null ? " at once (a second signal), before this run saved any checkpoint"
+                        : " at once (a second signal): the newest complete checkpoint, " + newest + ", is intact"));
                 System.err.flush();
                 Runtime.getRuntime().halt(128 + signalNumber(name));
             });

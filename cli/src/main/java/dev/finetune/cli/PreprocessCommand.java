@@ -2,7 +2,10 @@ package dev.finetune.cli;
 
 import dev.finetune.recipes.ValidatedRecipe;
 import dev.finetune.trainers.backend.DataDebug;
+import dev.finetune.trainers.backend.OutputFolder;
+import dev.finetune.trainers.backend.SingleDeviceBackend;
 import dev.finetune.trainers.backend.fsdp.Preprocess;
+import java.nio.file.Path;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Mixin;
@@ -33,6 +36,13 @@ final class PreprocessCommand implements Callable<Integer> {
         ValidateCommand.printWarnings(spec.commandLine().getErr(), validated.warnings());
         if (debug != null) {
             DataDebug.print(validated, debug, System.console() != null, spec.commandLine().getOut());
+        }
+        if (validated.recipe().data().preparedPath() == null) {
+            // the cache goes into output_dir/prepared: the folder rules of a run apply before anything is written
+            OutputFolder.checkForPreprocess(Path.of(validated.recipe().output().outputDir()),
+                    SingleDeviceBackend.inputs(validated));
+        } else {
+            OutputFolder.requireNoInput(Preprocess.folder(validated.recipe()), SingleDeviceBackend.inputs(validated));
         }
         Preprocess.run(validated, spec.commandLine().getOut());
         return Main.OK;

@@ -10,10 +10,15 @@ import java.util.TreeMap;
 public final class ResumeInvariants {
     private ResumeInvariants() {}
 
-    /** @param datasetIdentity a fingerprint of the training data (files and their contents) */
-    public static Map<String, String> of(Recipe recipe, String datasetIdentity) {
+    /**
+     * @param datasetIdentity a fingerprint of the training data (files and their contents)
+     * @param baseModelIdentity what the base model's weights are: a local folder's content hash, or a hub id with
+     *     the commit it resolved to. The same path holding other weights is another run.
+     */
+    public static Map<String, String> of(Recipe recipe, String datasetIdentity, String baseModelIdentity) {
         Map<String, String> keys = new TreeMap<>();
         keys.put("base_model", recipe.model().baseModel());
+        keys.put("base_model_content", baseModelIdentity);
         if (recipe.adapter() instanceof AdapterSpec.Lora lora) {
             keys.put("adapter", lora.quantized() ? "qlora" : "lora");
             keys.put("lora_r", Integer.toString(lora.r()));
@@ -28,6 +33,8 @@ public final class ResumeInvariants {
             keys.put("adapter", "full");
         }
         keys.put("datasets", datasetIdentity);
+        // the train/eval split: another fraction moves rows between the two, and the data order with them
+        keys.put("val_set_size", Double.toString(recipe.data().valSetSize()));
         // checkpoints of one objective are not a starting point for another (DPO's reference, GRPO's groups)
         keys.put("rl", recipe.objective().key());
         keys.put("sequence_len", Integer.toString(recipe.training().sequenceLen()));
@@ -41,5 +48,21 @@ public final class ResumeInvariants {
             keys.put("data_selection", recipe.data().selection().toString());
         }
         return Map.copyOf(keys);
+    }
+
+    /**
+     * Values a resumed run may change, and continues with, but never silently: a resume that changes one says so
+     * (the loss curve after it is another experiment's).
+     */
+    public static Map<String, String> adjustable(Recipe recipe) {
+        Map<String, String> values = new TreeMap<>();
+        values.put("learning_rate", Double.toString(recipe.training().learningRate()));
+        values.put("lr_scheduler", String.valueOf(recipe.training().lrScheduler()));
+        values.put("weight_decay", Double.toString(recipe.training().weightDecay()));
+        values.put("max_grad_norm", Double.toString(recipe.training().maxGradNorm()));
+        if (recipe.adapter() instanceof AdapterSpec.Lora lora) {
+            values.put("lora_dropout", Double.toString(lora.dropout()));
+        }
+        return values;
     }
 }

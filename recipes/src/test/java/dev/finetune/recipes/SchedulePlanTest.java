@@ -68,8 +68,8 @@ class SchedulePlanTest {
 
     @Test
     void aChangedAdapterRankChangesTheResumeInvariants() {
-        Map<String, String> rank8 = ResumeInvariants.of(recipe(null, 5, null, null, null, null, null, 8), "d");
-        Map<String, String> rank16 = ResumeInvariants.of(recipe(null, 5, null, null, null, null, null, 16), "d");
+        Map<String, String> rank8 = ResumeInvariants.of(recipe(null, 5, null, null, null, null, null, 8), "d", "m");
+        Map<String, String> rank16 = ResumeInvariants.of(recipe(null, 5, null, null, null, null, null, 16), "d", "m");
         assertEquals("8", rank8.get("lora_r"));
         assertNotEquals(rank8.get("lora_r"), rank16.get("lora_r"));
         assertEquals(rank8.get("adapter"), rank16.get("adapter"));

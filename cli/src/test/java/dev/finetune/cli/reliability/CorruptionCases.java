@@ -94,16 +94,101 @@ final class CorruptionCases {
                             "(\"model\\.norm\\.weight\":\\{)\"dtype\":\"[A-Z0-9]+\",", "$1"));
                     return Case.Invocation.of("generate", model.toString(), "--prompt", "Once", "--max-new-tokens", "2");
                 }),
-                Case.refused("NaN loss stops the run", CORRUPTION, "step 2: the loss is", dir ->
+                // #26: the checkpoint whose weights produced the non-finite loss is never the "good" one
+                Case.refused("NaN loss stops the run", CORRUPTION, "no checkpoint from before the divergence", dir ->
                         Case.Invocation.of(recipe(dir, with(sft(), "learning_rate", "1e30")).toString(),
                                 "max_steps=3").writing(dir.resolve("work/out")))
                         .training().then((dir, o) -> {
                             Path out = dir.resolve("work/out");
-                            assertTrue(Files.isDirectory(out.resolve("checkpoint-1")), "the last good checkpoint");
+                            assertTrue(o.err().contains("step 2: the loss is"), o.err());
+                            assertTrue(Files.isDirectory(out.resolve("nonfinite-checkpoint-1")), "set aside");
+                            assertFalse(Files.exists(out.resolve("checkpoint-1")), "a poisoned checkpoint kept");
                             assertFalse(Files.exists(out.resolve("checkpoint-2")));
                             assertFalse(Files.exists(out.resolve("adapter_model.safetensors")));
                             everyLineParses(out);
                         }),
+                Case.refused("NaN stop after a resume names the checkpoint before the divergence", CORRUPTION,
+                        "checkpoint-2 holds the last good state", dir -> {
+                            Path out = Fixtures.finishedRun(dir.resolve("work/out"));
+                            return resume(dir, out, "max_steps=5", "learning_rate=1e30");
+                        }).training().then((dir, o) -> {
+                            Path out = dir.resolve("work/out");
+                            assertTrue(Files.isDirectory(out.resolve("nonfinite-checkpoint-3")), "set aside");
+                            assertTrue(Files.isDirectory(out.resolve("checkpoint-2")), "the good one kept");
+                            assertFalse(Files.exists(out.resolve("checkpoint-3")), "a poisoned checkpoint kept");
+                        }),
+                Case.refused("resume after the base model's weights changed", CORRUPTION, "base_model_content", dir -> {
+                    Path model = dir.resolve("model");
+                    Fixtures.copyTree(Fixtures.model(), model);
+                    Path recipe = recipe(dir, with(sft(), "base_model", model.toString()));
+                    trainOnce(dir, recipe);
+                    flipBytes(model.resolve("model.safetensors"));
+                    return Case.Invocation.of(recipe.toString(), "max_steps=3", "resume_from_checkpoint=true");
+                }),
+                Case.refused("resume with another val_set_size", CORRUPTION, "val_set_size: 0.1 → 0.105", dir -> {
+                    Fixtures.finishedRun(dir.resolve("work/out"));
+                    return Case.Invocation.of(recipe(dir, sft()).toString(), "max_steps=3", "val_set_size=0.105",
+                            "resume_from_checkpoint=true");
+                }),
+                Case.works("resume with another learning_rate says so", CORRUPTION,
+                        "resuming with learning_rate: 0.003 → 0.001", dir -> {
+                            Path out = Fixtures.finishedRun(dir.resolve("work/out"));
+                            return resume(dir, out, "max_steps=3", "learning_rate=1e-3");
+                        }).training(),
+                Case.refused("output_dir inside the base model's folder", CORRUPTION, "lies inside the run's input", dir -> {
+                    Path model = dir.resolve("model");
+                    Fixtures.copyTree(Fixtures.model(), model);
+                    return Case.Invocation.of(recipe(dir, with(sft(), "base_model", model.toString())).toString(),
+                            "output_dir=" + model.resolve("out"));
+                }),
+                Case.refused("output_dir inside a dataset folder", CORRUPTION, "lies inside the run's input", dir -> {
+                    Path data = Files.createDirectories(dir.resolve("work/data"));
+                    Files.writeString(data.resolve("stories.jsonl"), Fixtures.stories(40));
+                    return Case.Invocation.of(recipe(dir, with(sft(), "datasets", "\n  - path: " + data
+                            + "\n    type: completion")).toString(), "output_dir=data/out");
+                }),
+                Case.refused("preprocess into the base model's folder", CORRUPTION, "is the run's input", dir -> {
+                    Path model = dir.resolve("model");
+                    Fixtures.copyTree(Fixtures.model(), model);
+                    return Case.Invocation.of("preprocess", recipe(dir, with(sft(), "base_model", model.toString()))
+                            .toString(), "output_dir=" + model);
+                }),
+                Case.refused("preprocess into a folder of the user's", CORRUPTION, "not written by finetune", dir -> {
+                    Path mine = Files.createDirectories(dir.resolve("work/mine"));
+                    Files.writeString(mine.resolve("thesis.txt"), "chapter 1\n");
+                    return Case.Invocation.of("preprocess", recipe(dir, sft()).toString(), "output_dir=mine");
+                }),
+                Case.refused("generate from weights holding NaN", CORRUPTION, "NaN or Inf", dir -> {
+                    Path model = dir.resolve("model");
+                    Fixtures.copyTree(Fixtures.model(), model);
+                    python(dir, "from safetensors.torch import load_file, save_file\n"
+                            + "t = load_file('" + model.resolve("model.safetensors") + "')\n"
+                            + "t['model.norm.weight'][:] = float('nan')\n"
+                            + "save_file(t, '" + model.resolve("model.safetensors") + "', metadata={'format': 'pt'})\n");
+                    return Case.Invocation.of("generate", model.toString(), "--prompt", "Once", "--max-new-tokens", "4");
+                }),
+                Case.refused("generate with a temperature of 1e-39", CORRUPTION, "temperature", dir ->
+                        Case.Invocation.of("generate", Fixtures.model().toString(), "--prompt", "Once",
+                                "--max-new-tokens", "4", "--temperature", "1e-39")),
+                Case.refused("a NUL character in a dataset row", CORRUPTION, "data.jsonl:41", dir -> {
+                    Path recipe = recipe(dir, sft());
+                    Files.writeString(dir.resolve("data.jsonl"), Fixtures.stories(40)
+                            + "{\"text\": \"Once upon a \\u0000 time\"}\n");
+                    return Case.Invocation.of(recipe.toString());
+                }),
+                Case.refused("vocab_size below the tokenizer's ids", CORRUPTION, "beyond the model's vocabulary", dir -> {
+                    Path model = dir.resolve("model");
+                    Fixtures.copyTree(Fixtures.model(), model);
+                    python(dir, "import json\nfrom safetensors.torch import load_file, save_file\n"
+                            + "m = '" + model + "'\n"
+                            + "t = load_file(m + '/model.safetensors')\n"
+                            + "t = {k: (v[:300].contiguous() if v.shape[0] == 512 else v) for k, v in t.items()}\n"
+                            + "save_file(t, m + '/model.safetensors', metadata={'format': 'pt'})\n"
+                            + "c = json.load(open(m + '/config.json')); c['vocab_size'] = 300\n"
+                            + "json.dump(c, open(m + '/config.json', 'w'))\n");
+                    return Case.Invocation.of(recipe(dir, with(sft(), "base_model", model.toString())).toString(),
+                            "--sample-prompt", "a");
+                }),
                 Case.works("stop_on_nonfinite: false trains on", CORRUPTION, "saved adapter", dir ->
                         Case.Invocation.of(recipe(dir, with(sft(), "learning_rate", "1e30", "stop_on_nonfinite",
                                 "false")).toString(), "max_steps=3").writing(dir.resolve("work/out")))
@@ -125,6 +210,28 @@ final class CorruptionCases {
                             "sample_packing", "false"));
                     return Case.Invocation.of("validate", recipe.toString());
                 }));
+    }
+
+    /** Trains {@code recipe} two steps into work/out (the setup of a case that then changes an input). */
+    static void trainOnce(Path dir, Path recipe) throws Exception {
+        Process p = Runner.start(dir.resolve("work"), List.of(recipe.toString(), "max_steps=2"), dir.resolve("setup.log"));
+        if (!p.waitFor(Case.TRAIN_SECONDS, java.util.concurrent.TimeUnit.SECONDS) || p.exitValue() != 0) {
+            p.destroyForcibly();
+            throw new IllegalStateException("the setup run failed: " + Files.readString(dir.resolve("setup.log.err")));
+        }
+    }
+
+    /** Runs a script with the project's Python (torch, safetensors), to craft a model file. */
+    static void python(Path dir, String script) throws Exception {
+        Path file = dir.resolve("craft.py");
+        Files.writeString(file, script);
+        Process p = new ProcessBuilder(Runner.repoRoot().resolve(".venv/bin/python").toString(), file.toString())
+                .redirectErrorStream(true).start();
+        String output = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+        if (p.waitFor() != 0) {
+            throw new IllegalStateException("crafting failed: " + output);
+        }
+        Files.delete(file);
     }
 
     private static Case.Invocation resume(Path dir, Path out, String... more) throws Exception {

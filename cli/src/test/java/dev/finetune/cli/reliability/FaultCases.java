@@ -29,6 +29,20 @@ final class FaultCases {
                         "backend=fsdp", "--nproc-per-node", "2").fsdp(),
                 signalled("SIGHUP mid fsdp run saves a checkpoint", "HUP", 129, false, "backend=fsdp",
                         "--nproc-per-node", "1").fsdp(),
+                new Case("two SIGTERMs before any checkpoint", FAULTS, 143, "before this run saved any checkpoint",
+                        Case.TRAIN_SECONDS, Case.TRAIN_MB, dir -> Case.Invocation.of(recipe(dir, sft()).toString(),
+                                "max_steps=400", "save_steps=1000").writing(dir.resolve("work/out"))
+                                .whileRunning(child -> {
+                                    Path metrics = dir.resolve("work/out/metrics.jsonl");
+                                    while (child.isAlive() && !Files.exists(metrics)) {
+                                        Thread.sleep(20);
+                                    }
+                                    for (int i = 0; i < 2; i++) {
+                                        new ProcessBuilder("kill", "-TERM", Long.toString(child.pid())).start().waitFor();
+                                        Thread.sleep(200);
+                                    }
+                                }), (dir, o) -> assertTrue(o.err().contains("before this run saved any checkpoint")
+                                        && !o.err().contains("is intact"), o.err())),
                 Case.refused("disk full during a checkpoint", FAULTS, "could not save checkpoint-3", dir -> {
                     Path out = Fixtures.finishedRun(dir.resolve("work/out"));
                     return Case.Invocation.of(recipe(dir, sft()).toString(), "max_steps=3",

@@ -48,10 +48,14 @@ import java.util.stream.Stream;
  * <p>Every refusal happens before anything is written and names the folder, why, and the ways out.
  */
 public final class OutputFolder implements AutoCloseable {
+    private static final org.apache.logging.log4j.Logger LOG =
+            org.apache.logging.log4j.LogManager.getLogger(OutputFolder.class);
     /** The ownership marker: JSON with {@code recipe_hash} (and the resume keys it hashes, to name changes). */
     public static final String MARKER = "finetune-run.json";
     /** Held locked for the whole run; its content (the holder's pid) is only for messages. */
     public static final String LOCK = ".finetune.lock";
+    /** {@code finetune launch --slurm}'s script, written before the run claims the folder. */
+    public static final String SBATCH = "launch.sbatch";
     /**
      * {@code finetune preprocess}'s cache of packed batches (the fsdp backend's input), named by a hash of the data,
      * settings and tokenizer: written before a run claims the folder and valid for any run, so it neither makes the
@@ -82,15 +86,17 @@ public final class OutputFolder implements AutoCloseable {
      *
      * @param inputs every file or folder the run reads, by the recipe key that names it
      * @param resumeKeys the recipe values the run's checkpoints are valid for; their hash is the folder's owner
+     * @param adjustable values a resume may change ({@code ResumeInvariants.adjustable}): each change is said
      * @param resuming the recipe resumes ({@code resume_from_checkpoint} or {@code auto_resume_from_checkpoints})
      * @param overwrite {@code overwrite_output_dir}: delete an earlier run's own files and start clean
      * @param provenance what the run's result comes from ({@link Provenance#toJson}), recorded in the marker
      */
-    public record Claim(Path folder, Map<Path, String> inputs, Map<String, String> resumeKeys, boolean resuming,
-            boolean overwrite, JsonObject provenance) {
+    public record Claim(Path folder, Map<Path, String> inputs, Map<String, String> resumeKeys,
+            Map<String, String> adjustable, boolean resuming, boolean overwrite, JsonObject provenance) {
         public Claim {
             inputs = new LinkedHashMap<>(inputs);
             resumeKeys = new TreeMap<>(resumeKeys);
+            adjustable = new TreeMap<>(adjustable);
         }
 
         String hash() {
@@ -116,6 +122,19 @@ public final class OutputFolder implements AutoCloseable {
                     throw finishedRun(folder);
                 }
             }
+        }
+    }
+
+    /**
+     * Refuses, before {@code finetune preprocess} writes its cache into {@code output_dir/prepared}, a folder a run
+     * could not use either: an input, one inside an input, a file, or a folder of someone else's files.
+     */
+    public static void checkForPreprocess(Path folder, Map<Path, String> inputs) {
+        requireNoInput(folder, inputs);
+        requireFolder(folder);
+        List<String> contents = contents(folder);
+        if (!contents.isEmpty() && ownerKeys(folder) == null) {
+            throw foreign(folder, contents, false);
         }
     }
 
@@ -207,6 +226,12 @@ public final class OutputFolder implements AutoCloseable {
             Verdict verdict = verdict(claim);
             if (verdict == Verdict.CLEAN) {
                 deleteRunFiles(folder);
+            } else if (verdict == Verdict.RESUME) {
+                for (String change : ResumeKeys.differences(markerMap(folder, "adjustable"), claim.adjustable())) {
+                    if (!change.contains("(unset)")) {
+                        LOG.warn("warning: resuming with {} (the run continues with the new value)", change);
+                    }
+                }
             }
             writeMarker(folder, claim);
             OutputFolder claimed = new OutputFolder(folder, channel, lock);
@@ -298,6 +323,21 @@ public final class OutputFolder implements AutoCloseable {
                 .map(n -> Files.isDirectory(folder.resolve(n), java.nio.file.LinkOption.NOFOLLOW_LINKS) ? n + "/" : n)
                 .toList();
         return String.join(", ", marked) + (names.size() > 8 ? ", … (" + names.size() + " entries)" : "");
+    }
+
+    /** A string map of the marker, empty when it has none. */
+    private static Map<String, String> markerMap(Path folder, String field) {
+        Map<String, String> values = new TreeMap<>();
+        try {
+            JsonObject json = JsonParser.parseString(Files.readString(folder.resolve(MARKER), StandardCharsets.UTF_8))
+                    .getAsJsonObject();
+            if (json.has(field)) {
+                json.getAsJsonObject(field).entrySet().forEach(e -> values.put(e.getKey(), e.getValue().getAsString()));
+            }
+        } catch (IOException | RuntimeException e) {
+            // an unreadable marker was refused before this is asked
+        }
+        return values;
     }
 
     /** The marker's list of what its run writes; a marker written before the list existed: this build's list. */
@@ -460,6 +500,7 @@ public final class OutputFolder implements AutoCloseable {
         Map<String, Object> marker = new LinkedHashMap<>();
         marker.put("recipe_hash", claim.hash());
         marker.put("resume_keys", claim.resumeKeys());
+        marker.put("adjustable", claim.adjustable());
         marker.put("claimed_at", Instant.now().toString());
         marker.put("pid", ProcessHandle.current().pid());
         marker.put("provenance", claim.provenance());
@@ -477,7 +518,9 @@ public final class OutputFolder implements AutoCloseable {
      */
     private static boolean kept(Path child) {
         String name = child.getFileName().toString();
-        if (name.equals(LOCK)) {
+        // the lock, and what `finetune launch --slurm` puts there before any run: its script and Slurm's log
+        if (name.equals(LOCK) || Files.isRegularFile(child, java.nio.file.LinkOption.NOFOLLOW_LINKS)
+                && (name.equals(SBATCH) || name.matches("slurm-\\d+\\.out"))) {
             return true;
         }
         if (!name.equals(PREPARED) || Files.isSymbolicLink(child) || !Files.isDirectory(child)) {

@@ -41,8 +41,27 @@ public record Provenance(String finetuneVersion, List<FileId> recipeFiles, List<
     /** One file: as the recipe named it, its SHA-256, and its git blob id. */
     public record FileId(String file, String sha256, String gitBlob) {}
 
-    /** The model trained from. */
+    /** The model trained from: part of the run's identity (its resume keys), so other weights are another run. */
     public sealed interface ModelIdentity {
+        /**
+         * A local folder's identity (every byte read: seconds per GB, once per run), else a hub id with the
+         * revision it resolved to. The hub hook: whoever resolves a hub id passes the commit it got as
+         * {@code revision}, and the commit is then what a resume compares.
+         */
+        static ModelIdentity of(String baseModel, String revision) {
+            Path local = Path.of(baseModel);
+            return Files.isDirectory(local) ? folder(local) : new Hub(baseModel, revision);
+        }
+
+        /** What a resume compares: the content hash, or the hub id at its commit. */
+        default String key() {
+            if (this instanceof Folder f) {
+                return "sha256:" + f.sha256();
+            }
+            Hub h = (Hub) this;
+            return "hub:" + h.id() + "@" + (h.revision() == null ? "unpinned" : h.revision());
+        }
+
         /**
          * A local folder. {@code sha256} is that of its files' {@code sha256sum} lines ({@code <hash>  <name>}, names
          * in byte order, top-level regular files only): {@code LC_ALL=C sha256sum * | sha256sum} in the folder.
@@ -60,10 +79,9 @@ public record Provenance(String finetuneVersion, List<FileId> recipeFiles, List<
 
     /**
      * @param resolvedRecipe the text the run writes as {@code recipe.resolved.yaml}
-     * @param baseModel {@code base_model} as the recipe gives it (after resolving a local path)
-     * @param revision the hub revision the run uses, or {@code null}
+     * @param model the base model's identity ({@link ModelIdentity#of}), computed once per run
      */
-    public static Provenance of(ValidatedRecipe recipe, String resolvedRecipe, String baseModel, String revision) {
+    public static Provenance of(ValidatedRecipe recipe, String resolvedRecipe, ModelIdentity model) {
         Set<Path> files = new LinkedHashSet<>();
         Set<String> overrides = new LinkedHashSet<>();
         collect(recipe.tree(), files, overrides);
@@ -71,9 +89,6 @@ public record Provenance(String finetuneVersion, List<FileId> recipeFiles, List<
         for (Path file : files) {
             ids.add(fileId(file));
         }
-
-        Path local = Path.of(baseModel);
-        ModelIdentity model = Files.isDirectory(local) ? folder(local) : new ModelIdentity.Hub(baseModel, revision);
         return new Provenance(FinetuneVersion.get(), ids, List.copyOf(overrides),
                 hex(sha256().digest(resolvedRecipe.getBytes(StandardCharsets.UTF_8))), model);
     }

@@ -26,7 +26,8 @@ public final class RunLayout {
         List<String> entries = new ArrayList<>(List.of(OutputFolder.MARKER, OutputFolder.LOCK,
                 RunFiles.RESOLVED_RECIPE, MetricsLog.FILE, LossCurve.FILE, TrainResults.FILE, HfTrainerState.FILE,
                 CheckpointStore.ADAPTER_WEIGHTS, "adapter_config.json", CheckpointStore.MODEL_WEIGHTS, "config.json",
-                "generation_config.json", "runs", WorkerPlan.FOLDER, "checkpoint-#", ".tmp-checkpoint-*",
+                "generation_config.json", "runs", WorkerPlan.FOLDER, "checkpoint-#", CheckpointStore.SET_ASIDE_PREFIX + "#",
+                ".tmp-checkpoint-*",
                 ".old-checkpoint-*", ".worker-final", ".*.tmp", MetricsLog.FILE + ".tmp", ".loss-curve.png"));
         entries.addAll(RunFiles.TOKENIZER_FILES);
         return List.copyOf(entries);

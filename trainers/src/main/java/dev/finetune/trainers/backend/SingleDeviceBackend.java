@@ -6,6 +6,7 @@ import dev.finetune.recipes.DatasetSpec;
 import dev.finetune.recipes.Recipe;
 import dev.finetune.recipes.ReferenceModel;
 import dev.finetune.recipes.ResolvedRun;
+import dev.finetune.recipes.ResumeInvariants;
 import dev.finetune.recipes.SchedulePlan;
 import dev.finetune.recipes.UserError;
 import dev.finetune.recipes.ValidatedRecipe;
@@ -85,6 +86,7 @@ public final class SingleDeviceBackend {
                 ? localModel(recipe.model().tokenizerConfig()) : modelDir);
                 NDManager manager = NDManager.newBaseManager()) {
             BuiltModel built = BuiltModel.forTraining(validated, modelDir, manager);
+            tokenizer.limitTo(built.model().config().vocabSize(), modelDir.resolve("config.json").toString());
             if (recipe.output().loraModelDir() != null) {
                 built.weights().loadAdapter(built.model(), Path.of(recipe.output().loraModelDir()), manager);
                 if (validated.run().reference() instanceof ReferenceModel.FrozenAdapter) {
@@ -109,7 +111,9 @@ public final class SingleDeviceBackend {
             Tokenizer tokenizer, NDManager manager, PrintWriter out, RunPlan plan, StartupClock clock) {
         Recipe recipe = validated.recipe();
         SchedulePlan schedule = SchedulePlan.of(recipe, validated.plan().accumulation(), setup.train().size(), false);
-        Trainer.Run run = Trainer.Run.of(recipe, schedule, DatasetIdentity.of(recipe.data().datasets()));
+        Provenance.ModelIdentity model = Provenance.ModelIdentity.of(
+                localModel(recipe.model().baseModel()).toString(), null);
+        Trainer.Run run = Trainer.Run.of(recipe, schedule, DatasetIdentity.of(recipe.data().datasets()), model.key());
         ResumePoint.requireResumable(run, setup.train().size());
         out.printf(Locale.ROOT, "training: %d micro batches per epoch%s, %d optimizer steps (warm-up %d), eval on %d "
                 + "micro batches%n", setup.train().size(), recipe.training().samplePacking() ? " (as packed)" : "",
@@ -120,7 +124,7 @@ public final class SingleDeviceBackend {
             clock.lap("sample before training");
         }
         Path outputDir = run.outputDir();
-        try (OutputFolder claimed = claimOutput(validated, run, setup.train().size())) {
+        try (OutputFolder claimed = claimOutput(validated, run, setup.train().size(), model)) {
             RunFiles.start(outputDir, validated, tokenizer.directory());
             List<Map<String, Object>> lines = new ArrayList<>();
             EstimateReport report = new EstimateReport(plan, out, schedule.totalSteps());
@@ -163,13 +167,13 @@ public final class SingleDeviceBackend {
      * Takes {@code output_dir} for this run (see {@link OutputFolder}): called after every input check passed and
      * before the first file is written.
      */
-    static OutputFolder claimOutput(ValidatedRecipe validated, Trainer.Run run, int microBatchesPerEpoch) {
+    static OutputFolder claimOutput(ValidatedRecipe validated, Trainer.Run run, int microBatchesPerEpoch,
+            Provenance.ModelIdentity model) {
         Recipe recipe = validated.recipe();
         // The resolved text is the one RunFiles writes next, so its hash names that file.
-        Provenance provenance = Provenance.of(validated, validated.flatten(run.outputDir()),
-                localModel(recipe.model().baseModel()).toString(), null);
+        Provenance provenance = Provenance.of(validated, validated.flatten(run.outputDir()), model);
         return OutputFolder.claim(new OutputFolder.Claim(run.outputDir(), inputs(validated),
-                ResumePoint.keys(run, microBatchesPerEpoch), resuming(recipe),
+                ResumePoint.keys(run, microBatchesPerEpoch), ResumeInvariants.adjustable(recipe), resuming(recipe),
                 recipe.output().overwriteOutputDir(), provenance.toJson()));
     }
 

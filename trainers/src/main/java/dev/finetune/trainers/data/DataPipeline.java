@@ -135,6 +135,10 @@ public final class DataPipeline {
                     throw row.problem();
                 }
                 made = format.examples(row.value());
+            } catch (dev.finetune.trainers.text.Tokenizer.Untokenizable untokenizable) {
+                // the text's own file and line, never just "text" (no skipping: a wrong tokenizer fails every row)
+                throw new UserError(row.location() + (untokenizable.where().equals("text") ? ""
+                        : " (" + untokenizable.where() + ")"), untokenizable.getMessage(), untokenizable.hint());
             } catch (InvalidRow invalid) {
                 if (!options.skipInvalidRows()) {
                     throw new UserError(row.location(), invalid.getMessage(),

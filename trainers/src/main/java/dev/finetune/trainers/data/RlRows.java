@@ -150,6 +150,10 @@ public final class RlRows {
                         throw row.problem();
                     }
                     sink.accept(row.value(), row.location());
+                } catch (dev.finetune.trainers.text.Tokenizer.Untokenizable untokenizable) {
+                    // the text's own file and line, never just "text" (no skipping: a wrong tokenizer fails every row)
+                    throw new UserError(row.location() + (untokenizable.where().equals("text") ? ""
+                            : " (" + untokenizable.where() + ")"), untokenizable.getMessage(), untokenizable.hint());
                 } catch (InvalidRow invalid) {
                     if (options.skipInvalidRows()) {
                         counts.skipped++;

@@ -23,6 +23,12 @@ final class Sampler {
      * @param history every row's tokens so far (prompt and generated), read only for the repetition penalty
      */
     long[] choose(NDArray logits, GenerationSettings settings, SplittableRandom random, List<long[]> history) {
+        // NaN or Inf logits make argmax pick token 0 and sampling pick the last token: a silent, wrong continuation
+        if (!finite(logits)) {
+            throw new dev.finetune.recipes.UserError("model", "the model's logits hold NaN or Inf, so no token can be "
+                    + "chosen: its weights hold NaN or Inf values, or overflow", "check the weights (a run that "
+                    + "diverged? see its metrics.jsonl), or generate from an earlier checkpoint");
+        }
         if (settings.repetitionPenalty() != 1f) {
             logits = penalize(logits, settings.repetitionPenalty(), history);
         }
@@ -31,6 +37,11 @@ final class Sampler {
         }
         long vocab = logits.getShape().get(1);
         NDArray scaled = logits.div(scalars.of(settings.temperature()));
+        if (!finite(scaled)) {
+            throw new dev.finetune.recipes.UserError("temperature", "temperature " + settings.temperature()
+                    + " is so small that the scaled logits overflow to infinity, so no token can be sampled",
+                    "use temperature 0 (greedy: the most likely token), or a temperature of at least 0.01");
+        }
         if (settings.topK() > 0 && settings.topK() < vocab) {
             NDArray kth = scaled.topK(settings.topK(), -1, true, true).get(0).get(new NDIndex(":, -1:"));
             scaled = scaled.sub(scaled.lt(kth).toType(DataType.FLOAT32, false).mul(scalars.of(1e30f)));
@@ -61,6 +72,10 @@ final class Sampler {
             chosen[r] = Math.min(chosen[r], vocab - 1);
         }
         return chosen;
+    }
+
+    private static boolean finite(NDArray values) {
+        return !values.isNaN().logicalOr(values.isInfinite()).any().getBoolean();
     }
 
     /** transformers' repetition penalty: seen tokens' logits divided by the penalty when positive, else multiplied. */

@@ -65,9 +65,67 @@ public final class Tokenizer implements AutoCloseable {
         return new Tokenizer(hf, modelDir, special, chatTemplate(modelDir, config));
     }
 
+    /** The model's vocabulary size once a model is paired with this tokenizer ({@link #limitTo}), else 0. */
+    private volatile int modelVocabulary;
+    private volatile String modelLabel;
+
+    /**
+     * Every id this tokenizer produces from now on must be below {@code vocabSize} (the model's {@code config.json}):
+     * a tokenizer that does not belong to the model is refused where the first such text is tokenized, while the
+     * data are prepared, never as an index error inside the engine after output_dir was claimed.
+     */
+    public void limitTo(int vocabSize, String modelLabel) {
+        this.modelLabel = modelLabel;
+        this.modelVocabulary = vocabSize;
+    }
+
+    private void requireInVocabulary(long id, String text) {
+        int vocabulary = modelVocabulary;
+        if (vocabulary > 0 && (id < 0 || id >= vocabulary)) {
+            String piece = hf.decode(new long[] {id}, false);
+            throw new Untokenizable(modelLabel, "the tokenizer gives token id " + id + " ('" + piece.replace("\n", "\\n")
+                    + "', in \"" + (text.length() > 40 ? text.substring(0, 40) + "…" : text).replace("\n", "\\n")
+                    + "\"), beyond the model's vocabulary of " + vocabulary + " (vocab_size in config.json)",
+                    "the tokenizer and the weights must come from the same model: check tokenizer_config, or the "
+                            + "model folder's tokenizer.json and config.json");
+        }
+    }
+
+    /**
+     * Refuses a NUL character: the text crosses JNI as modified UTF-8, where U+0000 is two bytes the native
+     * tokenizer reads as two U+FFFD, so it would silently train on tokens that Hugging Face's tokenizer never makes
+     * from this text (there, {@code <0x00>}).
+     */
+    private static void requireNoNul(String text) {
+        int at = text.indexOf('\u0000');
+        if (at >= 0) {
+            throw new NulCharacter(at);
+        }
+    }
+
+    /** A text this tokenizer cannot turn into the model's ids; the data pipeline adds the row's file and line. */
+    public static class Untokenizable extends UserError {
+        Untokenizable(String where, String message, String hint) {
+            super(where, message, hint);
+        }
+    }
+
+    /** A text holding U+0000, which cannot reach the native tokenizer intact. */
+    public static final class NulCharacter extends Untokenizable {
+        NulCharacter(int at) {
+            super("text", "holds a NUL character (\\u0000) at character " + at + ", which cannot reach the tokenizer "
+                    + "intact (it would become two U+FFFD replacement characters, not Hugging Face's <0x00>)",
+                    "remove the NUL characters from the data (e.g. tr -d '\\000')");
+        }
+    }
+
     /** Token ids of {@code text}; special tokens written in the text (e.g. {@code <|im_start|>}) map to their ids. */
     public int[] encode(String text, boolean addBos) {
+        requireNoNul(text);
         long[] ids = hf.encode(text, false, false).getIds();
+        for (long id : ids) {
+            requireInVocabulary(id, text);
+        }
         int offset = addBos && special.bosId() >= 0 ? 1 : 0;
         int[] out = new int[ids.length + offset];
         if (offset == 1) {
@@ -84,8 +142,12 @@ public final class Tokenizer implements AutoCloseable {
      * tell which tokens belong to which chat message.
      */
     public Encoded encodeWithSpans(String text) {
+        requireNoNul(text);
         Encoding encoding = hf.encode(text, false, false);
         long[] ids = encoding.getIds();
+        for (long id : ids) {
+            requireInVocabulary(id, text);
+        }
         CharSpan[] spans = encoding.getCharTokenSpans();
         // The native side counts Unicode code points; Java strings count UTF-16 units.
         int[] charIndexOfCodePoint = charIndexOfCodePoint(text);

@@ -49,6 +49,18 @@ public final class StopRequest {
         };
     }
 
+    private static final AtomicReference<String> NEWEST_CHECKPOINT = new AtomicReference<>();
+
+    /** The run saved, or resumed from, this complete checkpoint: what a stop at once leaves intact. */
+    public static void checkpoint(String folder) {
+        NEWEST_CHECKPOINT.set(folder);
+    }
+
+    /** The newest complete checkpoint of the running training, or {@code null} when it has none yet. */
+    public static String newestCheckpoint() {
+        return NEWEST_CHECKPOINT.get();
+    }
+
     /** The signal that asked to stop, or {@code null}. */
     public static String requested() {
         return REQUESTED.get();

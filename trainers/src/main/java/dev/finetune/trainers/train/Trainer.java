@@ -73,11 +73,38 @@ public final class Trainer<B extends Batch> {
      * checkpoint stay as they were, so the run can continue from its last checkpoint once the cause is fixed.
      */
     public static final class NonFinite extends UserError {
+        private final long step;
+        private final double loss;
+        private final double gradNorm;
+
         NonFinite(long step, double loss, double gradNorm) {
-            super("step " + step, "the loss is " + loss + " and the gradient norm " + gradNorm
-                    + ": training stopped before this update, and the last checkpoint holds the last good state",
-                    "lower learning_rate or set max_grad_norm, check the data, then continue with "
-                            + "resume_from_checkpoint=true (stop_on_nonfinite: false trains on regardless)");
+            this(step, loss, gradNorm, "training stopped before this update",
+                    "lower learning_rate or set max_grad_norm, check the data (stop_on_nonfinite: false trains on "
+                            + "regardless)");
+        }
+
+        private NonFinite(long step, double loss, double gradNorm, String outcome, String hint) {
+            super("step " + step, "the loss is " + loss + " and the gradient norm " + gradNorm + ": " + outcome, hint);
+            this.step = step;
+            this.loss = loss;
+            this.gradNorm = gradNorm;
+        }
+
+        /**
+         * The same stop, saying which checkpoint holds a good state. The weights this step started from produced it,
+         * so the checkpoint of the step before ({@code poisoned}, set aside, or null when there was none) would only
+         * repeat it; {@code good} is the newest checkpoint before that, or null.
+         */
+        NonFinite withCheckpoints(Path poisoned, Path good) {
+            String outcome = "training stopped before this update"
+                    + (poisoned == null ? "" : "; " + poisoned.getFileName() + " holds the weights that produced it and "
+                            + "was set aside, never to be resumed")
+                    + (good == null ? "; no checkpoint from before the divergence exists"
+                            : "; " + good.getFileName() + " holds the last good state");
+            String hint = "lower learning_rate or set max_grad_norm, check the data, then "
+                    + (good == null ? "start over with overwrite_output_dir=true" : "continue with "
+                            + "resume_from_checkpoint=true") + " (stop_on_nonfinite: false trains on regardless)";
+            return new NonFinite(step, loss, gradNorm, outcome, hint);
         }
     }
 
@@ -104,11 +131,11 @@ public final class Trainer<B extends Batch> {
             this(training, schedule, outputDir, saveTotalLimit, resume, resumeInvariants, tensorBoard, true, null, false);
         }
 
-        /** The run a recipe describes, over training data with the given fingerprint. */
-        public static Run of(Recipe recipe, SchedulePlan schedule, String datasetIdentity) {
+        /** The run a recipe describes, over training data and a base model with the given fingerprints. */
+        public static Run of(Recipe recipe, SchedulePlan schedule, String datasetIdentity, String baseModelIdentity) {
             return new Run(recipe.training(), schedule, Path.of(recipe.output().outputDir()),
                     recipe.output().saveTotalLimit(), recipe.output().resume(),
-                    ResumeInvariants.of(recipe, datasetIdentity), recipe.output().useTensorboard(),
+                    ResumeInvariants.of(recipe, datasetIdentity, baseModelIdentity), recipe.output().useTensorboard(),
                     !recipe.data().selection().curriculum(), recipe.output().best(),
                     recipe.output().saveStrategy() == SaveStrategy.BEST);
         }
@@ -177,6 +204,7 @@ public final class Trainer<B extends Batch> {
             step = state.globalStep();
             metrics = MetricsLog.resume(outputDir, step, run.tensorBoard());
             LOG.info("resumed from {} at step {}, epoch {}", resumeFrom, step, state.epoch());
+            StopRequest.checkpoint(resumeFrom.toString());
         } else {
             metrics = MetricsLog.start(outputDir, run.tensorBoard());
         }
@@ -211,7 +239,14 @@ public final class Trainer<B extends Batch> {
             while (step < totalSteps) {
                 long position = step * accumulation;
                 double lr = schedule.learningRate(training, step);
-                Map<String, Object> line = steps.train(step, position, order, params, optimizer, lr, numTokens);
+                Map<String, Object> line;
+                try {
+                    line = steps.train(step, position, order, params, optimizer, lr, numTokens);
+                } catch (NonFinite e) {
+                    Path poisoned = checkpoints.setAside(step);
+                    List<CheckpointStore.Saved> left = checkpoints.complete();
+                    throw e.withCheckpoints(poisoned, left.isEmpty() ? null : left.get(left.size() - 1).folder());
+                }
                 numTokens = (long) line.get("num_tokens");
                 step++;
                 long consumed = position + accumulation;
@@ -267,6 +302,7 @@ public final class Trainer<B extends Batch> {
                     if (best != null) {
                         best.saved(step, saved);
                     }
+                    StopRequest.checkpoint(saved.toString());
                     LossCurve.draw(metrics.file(), outputDir);
                     if (stop != null) {
                         throw new StopRequest.Stopped(stop, step, "saved " + saved);

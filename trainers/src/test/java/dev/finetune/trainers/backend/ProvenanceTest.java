@@ -32,7 +32,7 @@ class ProvenanceTest {
                 """);
         ValidatedRecipe validated = ValidatedRecipe.load(recipe, List.of("max_steps=3"));
         String resolved = validated.flatten(dir);
-        Provenance p = Provenance.of(validated, resolved, MODEL.toString(), null);
+        Provenance p = Provenance.of(validated, resolved, Provenance.ModelIdentity.of(MODEL.toString(), null));
 
         assertEquals(FinetuneVersion.get(), p.finetuneVersion());
         assertEquals(List.of(recipe.toString(), base.toString()), p.recipeFiles().stream().map(Provenance.FileId::file).toList());
@@ -61,7 +61,7 @@ class ProvenanceTest {
                 learning_rate: 1e-3
                 """);
         ValidatedRecipe validated = ValidatedRecipe.load(recipe, List.of());
-        Provenance p = Provenance.of(validated, validated.flatten(dir), "meta-llama/Llama-3.2-1B", null);
+        Provenance p = Provenance.of(validated, validated.flatten(dir), Provenance.ModelIdentity.of("meta-llama/Llama-3.2-1B", null));
         Provenance.ModelIdentity.Hub hub = assertInstanceOf(Provenance.ModelIdentity.Hub.class, p.baseModel());
         assertEquals("meta-llama/Llama-3.2-1B", hub.id());
         assertNull(hub.revision());

@@ -124,12 +124,14 @@ public final class FsdpBackend {
                             : "each rank keeps its shards of it and swaps them in for the KL term's pass");
         }
         Preprocess.Prepared data = Preprocess.run(validated, out);
-        try (OutputFolder claimed = owner ? claim(validated, data, launch, modelDir) : null) {
+        Provenance.ModelIdentity model = Provenance.ModelIdentity.of(modelDir.toString(), null);
+        try (OutputFolder claimed = owner ? claim(validated, data, launch, model) : null) {
             // checked again under the lock, before the ranks start: nothing changed it since
             if (resumeFrom != null) {
                 WorkerCheckpoints.verify(resumeFrom);
             }
-            WorkerPlan plan = WorkerPlan.write(validated, data, launch, modelDir, tokenizerDir, resumeFrom);
+            WorkerPlan plan = WorkerPlan.write(validated, data, launch, modelDir, model.key(), tokenizerDir,
+                    resumeFrom);
             if (owner) {
                 RunFiles.start(outputDir, validated, tokenizerDir);
             }
@@ -156,14 +158,15 @@ public final class FsdpBackend {
 
     /** Takes output_dir for this run, with the same recipe hash the single-device run of this recipe would record. */
     private static OutputFolder claim(ValidatedRecipe validated, Preprocess.Prepared data, Launch launch,
-            Path modelDir) {
+            Provenance.ModelIdentity model) {
         Recipe recipe = validated.recipe();
         Path outputDir = Path.of(recipe.output().outputDir());
         dev.finetune.trainers.train.Trainer.Run run = WorkerPlan.run(recipe,
-                WorkerPlan.microBatchesPerStep(validated), data.trainBatches());
-        Provenance provenance = Provenance.of(validated, validated.flatten(outputDir), modelDir.toString(), null);
+                WorkerPlan.microBatchesPerStep(validated), data.trainBatches(), model.key());
+        Provenance provenance = Provenance.of(validated, validated.flatten(outputDir), model);
         return OutputFolder.claim(new OutputFolder.Claim(outputDir, SingleDeviceBackend.inputs(validated),
                 dev.finetune.trainers.train.ResumePoint.keys(run, data.trainBatches()),
-                SingleDeviceBackend.resuming(recipe), recipe.output().overwriteOutputDir(), provenance.toJson()));
+                dev.finetune.recipes.ResumeInvariants.adjustable(recipe), SingleDeviceBackend.resuming(recipe),
+                recipe.output().overwriteOutputDir(), provenance.toJson()));
     }
 }

@@ -92,6 +92,8 @@ public final class Preprocess {
         long rows;
         Map<String, String> special = new LinkedHashMap<>();
         try (Tokenizer tokenizer = Tokenizer.load(tokenizerDir)) {
+            tokenizer.limitTo(dev.finetune.recipes.model.ModelConfig.read(modelDir).vocabSize(),
+                    modelDir.resolve("config.json").toString());
             if (recipe.objective() instanceof Recipe.Objective.Grpo grpo) {
                 TrainingData<dev.finetune.trainers.train.grpo.GrpoBatch> data = TrainingData.grpo(recipe, grpo, micro,
                         tokenizer);

@@ -209,9 +209,12 @@ final class RankRelay {
                 progress = Progress.forRun(step, total);
                 report = new EstimateReport(settings.plan(), out, total);
             }
-            case "resumed" -> out.printf(Locale.ROOT, "[%s] resumed from %s at step %d (saved by %d rank(s))%n", who,
+            case "resumed" -> {
+                dev.finetune.trainers.train.StopRequest.checkpoint(event.get("folder").getAsString());
+                out.printf(Locale.ROOT, "[%s] resumed from %s at step %d (saved by %d rank(s))%n", who,
                     event.get("folder").getAsString(), event.get("step").getAsLong(),
-                    event.get("saved_world_size").getAsInt());
+                        event.get("saved_world_size").getAsInt());
+            }
             case "metrics" -> {
                 metrics(event.getAsJsonObject("metrics"));
                 if (event.has("samples")) {
@@ -219,7 +222,10 @@ final class RankRelay {
                 }
             }
             case "peak_memory" -> peaks(event);
-            case "checkpoint" -> out.printf(Locale.ROOT, "[%s] saved %s%n", who, event.get("folder").getAsString());
+            case "checkpoint" -> {
+                out.printf(Locale.ROOT, "[%s] saved %s%n", who, event.get("folder").getAsString());
+                dev.finetune.trainers.train.StopRequest.checkpoint(event.get("folder").getAsString());
+            }
             case "saved" -> event.getAsJsonArray("files").forEach(f -> saved.add(f.getAsString()));
             case "done" -> done = true;
             case "stopped" -> stoppedAt = new Stopped(event.get("step").getAsLong(), event.get("folder").getAsString());

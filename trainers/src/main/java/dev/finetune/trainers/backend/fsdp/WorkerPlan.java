@@ -56,9 +56,10 @@ public record WorkerPlan(Path folder, Path planFile, long totalSteps, long warmu
     }
 
     /** The schedule of a run, without writing anything (also what {@code --dry-run} reports). */
-    public static Trainer.Run run(Recipe recipe, int microBatchesPerStep, int microBatchesPerEpoch) {
+    public static Trainer.Run run(Recipe recipe, int microBatchesPerStep, int microBatchesPerEpoch,
+            String baseModelIdentity) {
         return Trainer.Run.of(recipe, SchedulePlan.of(recipe, microBatchesPerStep, microBatchesPerEpoch, false),
-                DatasetIdentity.of(recipe.data().datasets()));
+                DatasetIdentity.of(recipe.data().datasets()), baseModelIdentity);
     }
 
     /** Writes plan.json, schedule.safetensors and (LoRA) initial-adapter/ under {@code output_dir/worker}. */
@@ -67,12 +68,12 @@ public record WorkerPlan(Path folder, Path planFile, long totalSteps, long warmu
      * @param resumeFrom the verified checkpoint to continue (WorkerCheckpoints.resumeFolder), or null
      */
     public static WorkerPlan write(ValidatedRecipe validated, Preprocess.Prepared data, Launch launch, Path modelDir,
-            Path tokenizerDir, Path resumeFrom) {
+            String modelIdentity, Path tokenizerDir, Path resumeFrom) {
         Recipe recipe = validated.recipe();
         dev.finetune.recipes.BatchPlan batch = validated.plan();
         int perStep = microBatchesPerStep(validated);
         int perEpoch = data.trainBatches();
-        Trainer.Run run = run(recipe, perStep, perEpoch);
+        Trainer.Run run = run(recipe, perStep, perEpoch, modelIdentity);
         long total = run.schedule().totalSteps();
         long warmup = run.schedule().warmupSteps();
         Path outputDir = run.outputDir();

@@ -55,6 +55,8 @@ public final class CheckpointStore {
     private static final Pattern COMPLETE = Pattern.compile("checkpoint-(\\d+)");
     private static final String TEMPORARY_PREFIX = ".tmp-checkpoint-";
     private static final String DISCARDED_PREFIX = ".old-checkpoint-";
+    /** A checkpoint whose weights led to a non-finite loss: kept, under a name no resume picks. */
+    public static final String SET_ASIDE_PREFIX = "nonfinite-checkpoint-";
     private static final Gson GSON = new GsonBuilder()
             .setFieldNamingPolicy(FieldNamingPolicy.LOWER_CASE_WITH_UNDERSCORES)
             .setPrettyPrinting()
@@ -106,6 +108,26 @@ public final class CheckpointStore {
             }
         } catch (IOException e) {
             throw new UncheckedIOException(e);
+        }
+    }
+
+    /**
+     * Renames {@code checkpoint-<step>} to {@link #SET_ASIDE_PREFIX}{@code <step>} (kept for inspection, never resumed:
+     * its weights led to a non-finite loss); returns the new folder, or null when there was no such checkpoint.
+     */
+    public Path setAside(long step) {
+        Path folder = outputDir.resolve("checkpoint-" + step);
+        if (!Files.isDirectory(folder)) {
+            return null;
+        }
+        Path aside = outputDir.resolve(SET_ASIDE_PREFIX + step);
+        try {
+            deleteTree(aside);
+            move(folder, aside);
+            return aside;
+        } catch (IOException | UncheckedIOException e) {
+            throw new UserError(folder.toString(), "cannot set aside this checkpoint, whose weights led to a "
+                    + "non-finite loss: " + e.getMessage(), "delete it by hand before resuming");
         }
     }
 

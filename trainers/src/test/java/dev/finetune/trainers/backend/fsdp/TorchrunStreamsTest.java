@@ -52,7 +52,7 @@ class TorchrunStreamsTest {
                 tmp.resolve("out")));
         Path out = tmp.resolve("out");
         Files.createDirectories(out);
-        Trainer.Run schedule = Trainer.Run.of(recipe.recipe(), SchedulePlan.of(recipe.recipe(), 2, 2, false), "data");
+        Trainer.Run schedule = Trainer.Run.of(recipe.recipe(), SchedulePlan.of(recipe.recipe(), 2, 2, false), "data", "model");
         int half = START.length() / 2;
         String script = String.join("\n",
                 "import sys, time",
