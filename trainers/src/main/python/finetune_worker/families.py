@@ -107,6 +107,9 @@ def router_aux_loss(model, router_logits, token_mask):
     """transformers' own ``load_balancing_loss_func`` of the model's family over the router logits of every MoE
     layer, with the real tokens as its 2D mask (the worker's 4D attention mask is not what that function reads)."""
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    module = sys.modules[type(base).__module__]
+    # FSDP2 swaps the model's class for one it makes (FSDPMixtralForCausalLM, in torch's module): the family's own
+    # class is further up the MRO
+    module = next(m for m in (sys.modules.get(c.__module__) for c in type(base).__mro__)
+                  if hasattr(m, "load_balancing_loss_func"))
     _, experts, top_k = router_settings(base)
     return module.load_balancing_loss_func(tuple(router_logits), experts, top_k, token_mask)

@@ -1,5 +1,6 @@
 package dev.finetune.recipes;
 
+import dev.finetune.recipes.model.ModelConfig;
 import dev.finetune.recipes.plan.Devices;
 import dev.finetune.recipes.plan.PrecisionRegime;
 import dev.finetune.recipes.plan.Sharding;
@@ -50,9 +51,13 @@ public record ResolvedRun(Backend backend, Device device, int perNode, int nodes
 
     /**
      * The one choice of backend, device and ranks. Errors (a launch flag the recipe's backend cannot take, two flags
-     * that disagree) go to {@code problems} beside the recipe's own; the run returned then is only a placeholder.
+     * that disagree, a model the named backend cannot run) go to {@code problems} beside the recipe's own; the run
+     * returned then is only a placeholder.
+     *
+     * @param model the architecture when it is known here (a local folder or the built-in table), else {@code null}:
+     *     {@code auto} gives a family the JVM trainer does not implement to the worker, at world size 1 too
      */
-    static ResolvedRun resolve(Recipe recipe, LaunchShape shape, Problems problems, Object where) {
+    static ResolvedRun resolve(Recipe recipe, LaunchShape shape, ModelConfig model, Problems problems, Object where) {
         Recipe.Hardware.Gpus declared = recipe.hardware() instanceof Recipe.Hardware.Gpus g ? g : null;
         // a recipe without hardware: is planned and run on this machine's CPU
         Device device = !shape.cpu() && (shape.namesGpus() || declared != null) ? Device.CUDA : Device.CPU;
@@ -64,12 +69,24 @@ public record ResolvedRun(Backend backend, Device device, int perNode, int nodes
         }
         perNode = perNode != null ? perNode : 1;
         nodes = nodes != null ? nodes : 1;
+        String notInJvm = model == null ? null : model.notInJvmBecause();
         Backend backend = switch (recipe.backend()) {
             case SINGLE -> Backend.SINGLE;
             case FSDP -> Backend.FSDP;
             case AUTO -> recipe.distributed().sharded() || perNode * nodes > 1 || shape.asksForTorchrun()
-                    ? Backend.FSDP : Backend.SINGLE;
+                    || notInJvm != null ? Backend.FSDP : Backend.SINGLE;
         };
+        if (backend == Backend.SINGLE && notInJvm != null) {
+            problems.error(problems.at("backend", where), notInJvm,
+                    "the fsdp backend (transformers on the worker) runs every supported family, on CPU ranks at world "
+                            + "size 1 too: backend: fsdp, or backend: auto");
+        }
+        if (notInJvm != null && recipe.adapter() instanceof AdapterSpec.Lora lora && lora.quantized()) {
+            // QLoRA is the JVM trainer's alone (its NF4 weights), and the JVM trainer does not run this model
+            problems.error(problems.at("adapter", where), "QLoRA on this model is unsupported: QLoRA runs on the "
+                    + "single-device trainer only, and " + notInJvm,
+                    "use adapter: lora (the fsdp worker trains it, on CPU ranks too), or a model of the Llama family");
+        }
         if (backend == Backend.SINGLE) {
             if (shape.asksForTorchrun()) {
                 problems.error(problems.at("backend", where), "--nproc-per-node and --nnodes belong to the fsdp "
@@ -94,7 +111,7 @@ public record ResolvedRun(Backend backend, Device device, int perNode, int nodes
      */
     public static ResolvedRun of(Recipe recipe, LaunchShape shape) {
         Problems problems = new Problems();
-        ResolvedRun run = resolve(recipe, shape, problems, "launch");
+        ResolvedRun run = resolve(recipe, shape, null, problems, "launch");
         if (!problems.errors.isEmpty()) {
             throw new InvalidRecipe(problems.errors, problems.warnings);
         }

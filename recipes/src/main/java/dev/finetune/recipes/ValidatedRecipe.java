@@ -1,6 +1,7 @@
 package dev.finetune.recipes;
 
 import dev.finetune.recipes.YamlNode.Mapping;
+import dev.finetune.recipes.model.ModelSource;
 import java.io.BufferedReader;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
@@ -43,9 +44,13 @@ public record ValidatedRecipe(Recipe recipe, ResolvedRun run, BatchPlan plan, Li
     public static ValidatedRecipe validate(Mapping tree, Path recipeDir, LaunchShape shape) {
         Problems problems = new Problems();
         Recipe recipe = RecipeReader.read(tree, recipeDir, problems);
-        ResolvedRun run = ResolvedRun.resolve(recipe, shape, problems, tree.where());
+        ModelSource.Found architecture = architecture(recipe, recipeDir, problems);
+        ResolvedRun run = ResolvedRun.resolve(recipe, shape, architecture == null ? null : architecture.config(),
+                problems, tree.where());
         Long rows = countRows(recipe, problems);
-        requireContext(recipe, recipeDir, problems, tree);
+        if (architecture != null && recipe.model().baseModelConfig() == null) {
+            requireContext(recipe, architecture, problems, tree);
+        }
         if (rows != null && recipe.objective() instanceof Recipe.Objective.Dpo) {
             checkPreferencePairs(recipe, problems);
         }
@@ -110,34 +115,37 @@ public record ValidatedRecipe(Recipe recipe, ResolvedRun run, BatchPlan plan, Li
     }
 
     /**
+     * The architecture the recipe trains, where it is known without the network: {@code base_model_config} or
+     * {@code base_model} as a local folder or a row of the built-in table (as {@code plan} reads it). An unknown
+     * {@code model_type} in a config at hand is an error here, naming the supported families.
+     */
+    private static ModelSource.Found architecture(Recipe recipe, Path recipeDir, Problems problems) {
+        String name = recipe.model().baseModelConfig() != null ? recipe.model().baseModelConfig()
+                : recipe.model().baseModel();
+        if (name == null || name.isBlank()) {
+            return null;
+        }
+        try {
+            return ModelSource.resolve(name, recipeDir, null) instanceof ModelSource.Found found ? found : null;
+        } catch (UserError e) {
+            problems.error(e.where(), e.getMessage(), e.hint());
+            return null;
+        }
+    }
+
+    /**
      * {@code sequence_len} must fit the model's context ({@code max_position_embeddings}) when the architecture
      * is known here (a local model folder or the built-in table): beyond it the positions have no trained meaning,
      * and the run would only fail later, out of memory.
      */
-    private static void requireContext(Recipe recipe, Path recipeDir, Problems problems, Mapping tree) {
-        String baseModel = recipe.model().baseModel();
-        if (baseModel == null || baseModel.isBlank()) {
-            return;
-        }
-        if (recipe.model().baseModelConfig() != null) {
-            return; // the architecture comes from elsewhere; plan reads it
-        }
-        dev.finetune.recipes.model.ModelSource source;
-        try {
-            source = dev.finetune.recipes.model.ModelSource.resolve(baseModel, recipeDir, null);
-        } catch (UserError e) {
-            problems.error(e.where(), e.getMessage(), e.hint());
-            return;
-        }
-        if (source instanceof dev.finetune.recipes.model.ModelSource.Found found) {
-            int context = found.config().maxPositionEmbeddings();
-            if (recipe.training().sequenceLen() > context) {
-                problems.error(problems.at("sequence_len", tree.where()), "sequence_len "
-                        + recipe.training().sequenceLen() + " is beyond the model's context of " + context
-                        + " tokens (max_position_embeddings, " + found.from() + "); training past it is unsupported:"
-                        + " finetune has no RoPE scaling or sequence parallelism to stretch the context",
-                        "set sequence_len: " + context + " or less");
-            }
+    private static void requireContext(Recipe recipe, ModelSource.Found found, Problems problems, Mapping tree) {
+        int context = found.config().maxPositionEmbeddings();
+        if (recipe.training().sequenceLen() > context) {
+            problems.error(problems.at("sequence_len", tree.where()), "sequence_len "
+                    + recipe.training().sequenceLen() + " is beyond the model's context of " + context
+                    + " tokens (max_position_embeddings, " + found.from() + "); training past it is unsupported:"
+                    + " finetune has no RoPE scaling or sequence parallelism to stretch the context",
+                    "set sequence_len: " + context + " or less");
         }
     }
 

@@ -66,6 +66,35 @@ class ResolvedRunTest {
         assertEquals(ResolvedRun.Device.CUDA, planned.run().device());
     }
 
+    /**
+     * A family the JVM trainer does not implement (here from the built-in table) goes to the worker at world size 1
+     * under {@code auto}; {@code backend: single} is refused at validate, naming the families it runs and the backend
+     * that runs this one; QLoRA, the JVM trainer's alone, too.
+     */
+    @Test
+    void autoGivesTheWorkerAFamilyTheJvmDoesNotRun() {
+        ValidatedRecipe gemma = quickstart(LaunchShape.RECIPE, "backend=auto", "base_model=google/gemma-2-2b");
+        assertEquals(ResolvedRun.Backend.FSDP, gemma.run().backend());
+        assertEquals(ResolvedRun.Device.CPU, gemma.run().device());
+        assertEquals(1, gemma.run().worldSize());
+        assertEquals("run: fsdp worker (torchrun) on CPU, 1 rank\n", gemma.run().describe());
+        assertEquals(ResolvedRun.Backend.SINGLE,
+                quickstart(LaunchShape.RECIPE, "backend=auto", "base_model=meta-llama/Llama-3.2-1B").run().backend());
+
+        InvalidRecipe single = assertThrows(InvalidRecipe.class,
+                () -> quickstart(LaunchShape.RECIPE, "backend=single", "base_model=microsoft/phi-4"));
+        String line = single.errors().get(0).oneLine();
+        assertTrue(line.startsWith("override 'backend=single': the single-device (in-JVM) trainer implements llama, "
+                + "mistral, qwen2, qwen3, not phi3 (Phi-3/3.5/4)"), line);
+        assertTrue(single.errors().get(0).hint().contains("backend: fsdp"), single.errors().get(0).hint());
+
+        InvalidRecipe qlora = assertThrows(InvalidRecipe.class, () -> quickstart(LaunchShape.RECIPE, "backend=auto",
+                "base_model=mistralai/Mixtral-8x7B-v0.1", "adapter=qlora", "load_in_4bit=true"));
+        assertEquals(1, qlora.errors().size(), qlora.getMessage());
+        assertTrue(qlora.errors().get(0).oneLine().contains("QLoRA on this model is unsupported: QLoRA runs on the single-device trainer only, and the "
+                + "single-device (in-JVM) trainer implements"), qlora.errors().get(0).oneLine());
+    }
+
     @Test
     void theSingleDeviceBackendRefusesLaunchFlags() {
         InvalidRecipe e = assertThrows(InvalidRecipe.class, () -> quickstart(LaunchShape.torchrun(2, null)));

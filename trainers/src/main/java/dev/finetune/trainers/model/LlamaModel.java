@@ -144,7 +144,7 @@ public final class LlamaModel {
         String unsupported = config.notInJvmBecause();
         if (unsupported != null) {
             throw new UserError(where + ": model_type", unsupported, "the fsdp backend (the transformers worker) runs it, "
-                    + "at world size 1 too: backend: fsdp, or backend: auto on a machine without GPUs");
+                    + "at world size 1 too: backend: fsdp, or backend: auto, which picks it for such a model");
         }
         if (config.headDim() % 2 != 0) {
             throw new UserError(where + ": head_dim", "head_dim " + config.headDim() + " is odd; rotary embeddings need pairs",
