@@ -22,7 +22,7 @@ from finetune_worker import extras, families, head_loss, packed_attention
 from finetune_worker.data import MicroBatch, documents, model_attention_mask
 
 # The recipe's liger_* keys this worker applies, by Liger's own argument names.
-LIGER_KEYS = ("rms_norm", "rope", "swiglu", "glu_activation", "layer_norm")
+LIGER_KEYS = ("rms_norm", "rope", "swiglu", "layer_norm")
 
 
 @dataclass
@@ -138,14 +138,15 @@ def setup(model, settings, device, dtype, gradient_checkpointing=False):
             kernel = packed_attention.choose(device, dtype, dropout) if attention == "auto" else attention
             packed_attention.install(model)
             kernels.attention = kernel
-    kernels.liger = _liger(model, settings.get("liger") or {}, device, kernels.notes)
+    kernels.liger = _liger(model, settings.get("liger") or [], device, kernels.notes)
     kernels.router = families.router_settings(model)
     if settings.get("activation_offloading"):
         if gradient_checkpointing:
             kernels.offload = True
         else:
             kernels.notes.append("activation_offloading needs gradient_checkpointing: nothing offloaded")
-    if settings.get("torch_compile"):
+    compile_setting = str(settings.get("torch_compile", False)).lower()
+    if compile_setting == "true" or (compile_setting == "auto" and device.type == "cuda"):
         # the recipe's torch_compile_backend / torch_compile_mode, as Axolotl passes them to torch.compile
         options = {"backend": settings.get("torch_compile_backend") or "inductor"}
         if settings.get("torch_compile_mode"):
@@ -163,8 +164,9 @@ def _decoder_layers(model):
 
 
 def _liger(model, wanted, device, notes):
-    """Liger's kernels the recipe asked for (``liger_rms_norm`` ...), patched into this model instance."""
-    asked = [key for key in LIGER_KEYS if wanted.get(key)]
+    """Liger's kernels the recipe asked for (``liger_rms_norm`` ...: Liger's names, a list or a name -> bool map),
+    patched into this model instance."""
+    asked = [key for key in LIGER_KEYS if (wanted.get(key) if isinstance(wanted, dict) else key in wanted)]
     if not asked:
         return ()
     if device.type != "cuda":
@@ -176,5 +178,8 @@ def _liger(model, wanted, device, notes):
         notes.append("liger_*: liger-kernel is not installed, torch's own kernels run (install: %s)"
                      % extras.install_command("liger-kernel"))
         return ()
-    _apply_liger_kernel_to_instance(model=model, **{key: True for key in asked})
+    # every kernel named, the losses off: the head inside our own loss already keeps the logits from existing
+    switches = {key: key in asked for key in LIGER_KEYS}
+    switches.update(cross_entropy=False, fused_linear_cross_entropy=False, geglu="swiglu" in asked)
+    _apply_liger_kernel_to_instance(model=model, **switches)
     return tuple(asked)

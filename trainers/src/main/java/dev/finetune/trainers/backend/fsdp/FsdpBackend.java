@@ -1,6 +1,5 @@
 package dev.finetune.trainers.backend.fsdp;
 
-import dev.finetune.recipes.AdapterSpec;
 import dev.finetune.recipes.Recipe;
 import dev.finetune.recipes.ReferenceModel;
 import dev.finetune.recipes.UserError;
@@ -59,6 +58,7 @@ public final class FsdpBackend {
     /** Refuses what the worker does not run, before anything is written. */
     public static void requireRunnable(ValidatedRecipe validated) {
         WorkerPlan.objective(validated.recipe(), validated.run().reference());
+        WorkerRequirements.requireRunnable(validated.recipe(), validated.run());
     }
 
     /** {@code --dry-run}: the exact command, environment and global batch identity; nothing starts. */
@@ -83,26 +83,20 @@ public final class FsdpBackend {
         Path workerFolder = outputDir.resolve(WorkerPlan.FOLDER);
         String python = WorkerPython.find(launch.python(), System.getenv(), System.getProperty("finetune.home"));
         WorkerPython.Environment environment = WorkerPython.check(python);
+        // CUDA where the resolved run says (a declared GPU the interpreter cannot see is refused here)
         boolean cpu = launch.cpu();
-        if (!cpu && environment.cudaDevices() == 0) {
-            throw new UserError("hardware", "the recipe runs on CUDA GPUs, but " + python + " sees none",
-                    "train on CPU ranks with hardware: cpu, or use the machine with the GPUs");
-        }
-        if (recipe.adapter() instanceof AdapterSpec.Lora lora && lora.quantized()) {
-            throw new UserError("adapter", environment.bitsandbytes() == null || cpu
-                    ? "QLoRA on the fsdp backend needs bitsandbytes on CUDA GPUs; " + python + " has "
-                            + (cpu ? "no CUDA device" : "no bitsandbytes")
-                    : "QLoRA on the fsdp backend is not in this build",
-                    "use adapter: lora with backend: fsdp, or QLoRA with backend: single");
-        }
+        WorkerRequirements.check(recipe, environment, python, !cpu);
         if (!cpu && launch.nprocPerNode() > environment.cudaDevices()) {
             throw new UserError("--nproc-per-node", launch.nprocPerNode() + " processes per node, but this node has "
                     + environment.cudaDevices() + " CUDA device(s)", "--nproc-per-node " + environment.cudaDevices());
         }
-        out.printf(Locale.ROOT, "fsdp: %s (Python %s; torch %s, transformers %s, peft %s), %d rank%s on %s%n",
-                environment.executable(), environment.python(), environment.packages().get("torch"),
-                environment.packages().get("transformers"), environment.packages().get("peft"), launch.worldSize(),
-                launch.worldSize() == 1 ? "" : "s", cpu ? "CPU (gloo)" : environment.cudaDevices() + " CUDA device(s)");
+        out.printf(Locale.ROOT, "%s: %s (Python %s; torch %s, transformers %s, peft %s), %d rank%s on %s%n",
+                launch.direct() ? "torch worker" : "fsdp", environment.executable(), environment.python(),
+                environment.packages().get("torch"), environment.packages().get("transformers"),
+                environment.packages().get("peft"), launch.worldSize(), launch.worldSize() == 1 ? " (one process, "
+                        + "no torchrun, no FSDP)" : "s", cpu ? (launch.direct() ? "CPU" : "CPU (gloo)")
+                        : environment.cudaDevices() + " CUDA device(s)" + (environment.cudaNames().isEmpty() ? ""
+                                : " (" + environment.cudaNames().get(0) + ")"));
 
         // The first node owns output_dir as a single-device run does (OutputFolder): the quick answer now, the
         // claim under the OS lock once the data is packed (its batch count is part of the folder's recipe hash).

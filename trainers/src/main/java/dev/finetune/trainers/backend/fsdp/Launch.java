@@ -58,11 +58,23 @@ public record Launch(ResolvedRun run, int nodeRank, String rdzvEndpoint, String 
     }
 
     /**
+     * One process on one node: the worker is started as it is, without torchrun (it trains unsharded, at world size
+     * 1); the launcher keeps its output in {@code worker/logs/rank0.log} as torchrun's {@code --tee} would.
+     */
+    public boolean direct() {
+        return worldSize() == 1;
+    }
+
+    /**
      * The exact command line; {@code entry} is the worker's own copy ({@link WorkerPython.Code#entry}), {@code plan}
      * the worker plan, {@code logs} where torchrun tees each rank's output. torchrun and every rank run isolated
      * ({@code -I}): nothing in the working folder can stand in for {@code torch} or a module the worker imports.
      */
     public List<String> command(String interpreter, Path entry, Path plan, Path logs, String runId) {
+        if (direct()) {
+            // one process: nothing to rendezvous with or to restart, so no torchrun in between
+            return WorkerPython.command(interpreter, entry, plan.toString());
+        }
         List<String> command = new ArrayList<>(List.of(interpreter, "-I", "-m", "torch.distributed.run"));
         if (nnodes() == 1) {
             // a free port of its own: two runs on one machine never collide on 29500

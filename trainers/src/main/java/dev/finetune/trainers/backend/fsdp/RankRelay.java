@@ -40,6 +40,7 @@ final class RankRelay {
     /** torchrun prints a rank's stdout and its stderr under the same header, so each stream is joined apart. */
     private final TeeLines stdoutTee = new TeeLines();
     private final TeeLines stderrTee = new TeeLines();
+    private java.io.BufferedWriter directLog;
     private MetricsLog metrics;
     private LogWindow window;
     private long totalSteps;
@@ -85,21 +86,48 @@ final class RankRelay {
         this.host = name;
     }
 
-    /** A line torchrun printed on its stdout: the ranks' events and prints. */
+    /** A line torchrun (or the one worker process, {@link Launch#direct}) printed on its stdout. */
     synchronized void stdout(String raw) {
+        keep(raw);
         stdoutTee.accept(raw).forEach(this::relay);
     }
 
     /** A line torchrun printed on its stderr: the ranks' warnings and tracebacks, and torchrun's own log. */
     synchronized void stderr(String raw) {
+        keep(raw);
         stderrTee.accept(raw).forEach(this::relay);
+    }
+
+    /**
+     * The one worker process of a direct launch into {@code worker/logs/rank0.log}, as torchrun's {@code --tee}
+     * keeps each rank's output: the failure message points there.
+     */
+    private void keep(String raw) {
+        if (!launch.direct()) {
+            return;
+        }
+        try {
+            if (directLog == null) {
+                Path logs = outputDir.resolve(WorkerPlan.FOLDER).resolve("logs");
+                java.nio.file.Files.createDirectories(logs);
+                directLog = java.nio.file.Files.newBufferedWriter(logs.resolve("rank0.log"),
+                        java.nio.charset.StandardCharsets.UTF_8, java.nio.file.StandardOpenOption.CREATE,
+                        java.nio.file.StandardOpenOption.APPEND);
+            }
+            directLog.write(raw);
+            directLog.newLine();
+            directLog.flush();
+        } catch (IOException e) {
+            // the log is a convenience: the lines are still relayed
+            directLog = null;
+        }
     }
 
     private void relay(TeeLines.Line line) {
         String text = line.text();
         String who = "torchrun " + host;
-        if (line.localRank() >= 0) {
-            who = "rank " + (launch.nodeRank() * launch.nprocPerNode() + line.localRank()) + " " + host;
+        if (line.localRank() >= 0 || launch.direct()) {
+            who = "rank " + (launch.nodeRank() * launch.nprocPerNode() + Math.max(0, line.localRank())) + " " + host;
         }
         if (text.startsWith("{")) {
             JsonObject event = parse(text);
@@ -131,6 +159,12 @@ final class RankRelay {
         }
         if (error != null) {
             return error;
+        }
+        if (launch.direct()) {
+            // no torchrun in between: the worker's own exit status (128 + N: killed by signal N)
+            return exitCode > 128 ? "rank 0 " + host + " was killed by signal " + (exitCode - 128)
+                    + (exitCode - 128 == 9 ? " (SIGKILL: out of memory, or killed from outside)" : "")
+                    : "the worker exited with " + exitCode + " before the run finished";
         }
         return torchrunFailure != null ? torchrunFailure
                 : "torchrun exited with " + exitCode + " before the run finished";
@@ -206,6 +240,12 @@ final class RankRelay {
                 out.printf(Locale.ROOT, "[%s] model: %,d parameters, %,d trainable, on %s; %d steps%n", who,
                         event.get("parameters").getAsLong(), event.get("trainable_parameters").getAsLong(),
                         event.get("device").getAsString(), total);
+                if (event.has("kernels")) {
+                    // what the worker computes with, and each fast-path piece it could not use, with the reason
+                    out.printf(Locale.ROOT, "[%s] kernels: %s%n", who, event.get("kernels").getAsString());
+                    event.getAsJsonArray("kernel_notes").forEach(n -> out.printf(Locale.ROOT, "[%s] note: %s%n", who,
+                            n.getAsString()));
+                }
                 progress = Progress.forRun(step, total);
                 report = new EstimateReport(settings.plan(), out, total);
             }
@@ -373,6 +413,13 @@ final class RankRelay {
     synchronized void close() {
         stdoutTee.rest().forEach(this::relay);
         stderrTee.rest().forEach(this::relay);
+        if (directLog != null) {
+            try {
+                directLog.close();
+            } catch (IOException e) {
+                // nothing left to lose: every line was flushed as it came
+            }
+        }
         if (progress != null) {
             progress.close();
         }

@@ -98,10 +98,6 @@ public record WorkerPlan(Path folder, Path planFile, long totalSteps, long warmu
         plan.addProperty("schedule", schedule.toAbsolutePath().toString());
         plan.add("objective", objective(recipe, validated.run().reference()));
         if (recipe.adapter() instanceof AdapterSpec.Lora lora) {
-            if (lora.quantized()) {
-                throw new UserError("adapter", "QLoRA on the fsdp backend is not in this build",
-                        "use adapter: lora with backend: fsdp, or QLoRA with backend: single");
-            }
             JsonObject adapter = new JsonObject();
             adapter.addProperty("kind", "lora");
             ModelConfig config = ModelConfig.read(modelDir);
@@ -114,6 +110,12 @@ public record WorkerPlan(Path folder, Path planFile, long totalSteps, long warmu
             } else {
                 otherFamilyAdapter(recipe, lora, config, adapter);
             }
+            if (lora.quantized()) {
+                // bitsandbytes' NF4 with 64 values per absmax, as the JVM's Nf4Quantized (WorkerRequirements checked
+                // that bitsandbytes is there)
+                adapter.addProperty("quantized", true);
+                adapter.addProperty("double_quant", lora.quantization().doubleQuant());
+            }
             plan.add("adapter", adapter);
         }
         Recipe.Fsdp fsdp = recipe.distributed().fsdp();
@@ -121,6 +123,7 @@ public record WorkerPlan(Path folder, Path planFile, long totalSteps, long warmu
         plan.addProperty("reshard_after_forward", fsdp == null || fsdp.reshardAfterForward());
         plan.addProperty("offload_params", fsdp != null && fsdp.offloadParams());
         plan.addProperty("bf16", recipe.precision().bf16().name().toLowerCase(java.util.Locale.ROOT));
+        plan.add("kernels", kernels(recipe.speedups()));
         plan.addProperty("total_steps", total);
         plan.addProperty("micro_batches_per_step", perStep);
         plan.addProperty("micro_batches_per_epoch", perEpoch);
@@ -128,6 +131,8 @@ public record WorkerPlan(Path folder, Path planFile, long totalSteps, long warmu
         plan.addProperty("save_steps", run.schedule().saveEvery());
         plan.addProperty("save_total_limit", run.saveTotalLimit());
         JsonObject optimizer = new JsonObject();
+        // torch's AdamW or one of bitsandbytes' (WorkerRequirements refused the others)
+        optimizer.addProperty("name", WorkerRequirements.optimizer(recipe).axolotlName());
         optimizer.addProperty("beta1", run.training().adamBeta1());
         optimizer.addProperty("beta2", run.training().adamBeta2());
         optimizer.addProperty("epsilon", run.training().adamEpsilon());
@@ -163,6 +168,29 @@ public record WorkerPlan(Path folder, Path planFile, long totalSteps, long warmu
             writeAtomically(planFile, new GsonBuilder().setPrettyPrinting().create().toJson(plan) + "\n");
         }
         return new WorkerPlan(folder, planFile, total, warmup, perStep, perEpoch, run);
+    }
+
+    /**
+     * How the worker computes (finetune_worker.kernels): always the LM head inside the loss in chunks and per-document
+     * attention without a dense mask, where the model allows (the worker says where it does not); the recipe's
+     * speed keys as written ({@code torch_compile: auto} is decided by the worker, which knows its device).
+     */
+    static JsonObject kernels(Recipe.Speedups speedups) {
+        JsonObject kernels = new JsonObject();
+        kernels.addProperty("head", "chunked");
+        kernels.addProperty("attention", "auto");
+        kernels.addProperty("torch_compile", speedups.torchCompile().name().toLowerCase(java.util.Locale.ROOT));
+        if (speedups.compileBackend() != null) {
+            kernels.addProperty("torch_compile_backend", speedups.compileBackend());
+        }
+        if (speedups.compileMode() != null) {
+            kernels.addProperty("torch_compile_mode", speedups.compileMode());
+        }
+        com.google.gson.JsonArray liger = new com.google.gson.JsonArray();
+        speedups.liger().forEach(liger::add);
+        kernels.add("liger", liger);
+        kernels.addProperty("activation_offloading", speedups.activationOffloading());
+        return kernels;
     }
 
     static JsonObject objective(Recipe recipe, ReferenceModel referenceModel) {
@@ -275,8 +303,12 @@ public record WorkerPlan(Path folder, Path planFile, long totalSteps, long warmu
      */
     static void writeInitialAdapter(Recipe recipe, AdapterSpec.Lora spec, Path modelDir, Path folder) {
         Engine.getInstance();
+        // QLoRA's adapter starts as LoRA's: the base weights stay mapped here, never quantized (the worker's
+        // bitsandbytes does that on its device)
+        AdapterSpec.Lora unquantized = new AdapterSpec.Lora(spec.r(), spec.alpha(), spec.dropout(), spec.targetModules(),
+                spec.targetAllLinear(), spec.useRslora(), null);
         try (NDManager manager = NDManager.newBaseManager()) {
-            LoraFactory factory = new LoraFactory(spec, manager, recipe.training().seed());
+            LoraFactory factory = new LoraFactory(unquantized, manager, recipe.training().seed());
             LlamaModel model = LlamaModel.load(modelDir, manager, new LoadOptions(factory, false, true));
             factory.requireMatches();
             if (recipe.output().loraModelDir() != null) {

@@ -30,9 +30,29 @@ public final class WorkerPython {
             "rollout.py", "safe_dcp.py", "sampler.py", "train.py");
     private static final String RESOURCES = "/dev/finetune/trainers/python/";
 
-    /** What the interpreter reported about itself. */
+    /**
+     * What the interpreter reported about itself.
+     *
+     * @param torchCuda the CUDA version torch was built for, null for a CPU-only build
+     * @param cudaNames each visible CUDA device's name
+     * @param bitsandbytes its version when it imports, else null
+     * @param gpuExtras every package of requirements-gpu.txt with its installed version, or absent
+     */
     public record Environment(String executable, String python, Map<String, String> packages, int cudaDevices,
-            boolean bf16, String bitsandbytes) {}
+            boolean bf16, String bitsandbytes, String torchCuda, List<String> cudaNames,
+            Map<String, String> gpuExtras) {
+
+        /** What torch says about CUDA, in words: the reason a recipe that declares a GPU cannot have one here. */
+        public String cudaReport() {
+            String torch = "torch " + packages.getOrDefault("torch", "?");
+            if (torchCuda == null) {
+                return torch + " is a CPU-only build (torch.version.cuda is None)";
+            }
+            return cudaDevices == 0 ? torch + " (built for CUDA " + torchCuda + ") sees no CUDA device "
+                    + "(torch.cuda.is_available() is False)"
+                    : torch + " sees " + cudaDevices + " CUDA device(s): " + String.join(", ", cudaNames);
+        }
+    }
 
     private WorkerPython() {}
 
@@ -244,9 +264,20 @@ public final class WorkerPython {
         }
         Map<String, String> packages = new java.util.TreeMap<>();
         report.getAsJsonObject("packages").entrySet().forEach(e -> packages.put(e.getKey(), e.getValue().getAsString()));
+        List<String> names = new ArrayList<>();
+        if (report.has("cuda_names")) {
+            report.getAsJsonArray("cuda_names").forEach(n -> names.add(n.getAsString()));
+        }
+        Map<String, String> extras = new java.util.TreeMap<>();
+        if (report.has("gpu_extras")) {
+            report.getAsJsonObject("gpu_extras").entrySet().stream().filter(e -> !e.getValue().isJsonNull())
+                    .forEach(e -> extras.put(e.getKey(), e.getValue().getAsString()));
+        }
         return new Environment(report.get("executable").getAsString(), report.get("python").getAsString(), packages,
                 report.get("cuda_devices").getAsInt(), report.get("bf16").getAsBoolean(),
-                report.get("bitsandbytes").isJsonNull() ? null : report.get("bitsandbytes").getAsString());
+                report.get("bitsandbytes").isJsonNull() ? null : report.get("bitsandbytes").getAsString(),
+                report.has("torch_cuda") && !report.get("torch_cuda").isJsonNull()
+                        ? report.get("torch_cuda").getAsString() : null, List.copyOf(names), extras);
     }
 
     /** The most the environment check may print: its report is one line of a few hundred bytes. */
