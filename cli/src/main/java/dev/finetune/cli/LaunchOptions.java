@@ -23,7 +23,8 @@ final class LaunchOptions {
             description = "fsdp: the interpreter (default: FINETUNE_PYTHON, .venv/bin/python beside the launcher, python3).")
     String python;
 
-    @Option(names = "--dry-run", description = "fsdp: print the torchrun command, environment and global batch; start nothing.")
+    @Option(names = "--dry-run", description = "Print which trainer runs on which device, the plan and, for the torch "
+            + "worker, its command, environment and global batch; start nothing.")
     boolean dryRun;
 
     /** What these flags ask of the run's shape; the recipe is resolved with it ({@link ResolvedRun}). */
@@ -38,11 +39,11 @@ final class LaunchOptions {
 
     /**
      * The single-device backend takes none of the node's flags: saying so beats ignoring them (the resolution already
-     * refuses {@code --nproc-per-node} and {@code --nnodes} there).
+     * refuses {@code --nproc-per-node} and {@code --nnodes} there). {@code --dry-run} it takes.
      */
     void requireUnused() {
-        if (nodeRank != null || rdzvEndpoint != null || dryRun) {
-            throw new UserError("backend", "--node-rank, --rdzv-endpoint and --dry-run belong to the fsdp backend, and "
+        if (nodeRank != null || rdzvEndpoint != null) {
+            throw new UserError("backend", "--node-rank and --rdzv-endpoint belong to the fsdp backend, and "
                     + "this recipe runs on the single-device one",
                     "add backend=fsdp to the command line (or backend: fsdp to the recipe)");
         }

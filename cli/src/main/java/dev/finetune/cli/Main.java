@@ -92,6 +92,7 @@ public final class Main implements Callable<Integer> {
             FsdpBackend.requireRunnable(validated);
         } else {
             launchOptions.requireUnused();
+            warnOfAnUndeclaredGpu(validated);
         }
         RunPlan run = requireFits(validated);
         MemoryPlan plan = run.memory();
@@ -100,11 +101,41 @@ public final class Main implements Callable<Integer> {
             out.print(PlanText.render(plan));
             return trainFsdp(validated, run);
         }
+        if (launchOptions.dryRun) {
+            out.println("dry run: nothing started");
+            return OK;
+        }
         return dispatchTraining(validated, run);
     }
 
     @CommandLine.Mixin
     LaunchOptions launchOptions = new LaunchOptions();
+
+    /**
+     * A recipe without {@code hardware:} trains in this JVM on the CPU; on a machine with an NVIDIA GPU that is rarely
+     * what its user meant, so they hear it before training starts. (The JVM does not ask the worker's torch: that
+     * would start Python on every CPU run; the driver's device list costs a directory read.)
+     */
+    private void warnOfAnUndeclaredGpu(ValidatedRecipe validated) {
+        if (!(validated.recipe().hardware() instanceof dev.finetune.recipes.Recipe.Hardware.Unspecified)) {
+            return;
+        }
+        int gpus = nvidiaGpus(Path.of("/proc/driver/nvidia/gpus"));
+        if (gpus > 0) {
+            spec.commandLine().getErr().println("warning: this machine has " + gpus + " NVIDIA GPU(s) and the recipe "
+                    + "declares no hardware: it trains on the CPU in this JVM (hint: hardware={gpus: 1, gpu_memory: "
+                    + "80GiB} on the command line trains on one GPU with the torch worker)");
+        }
+    }
+
+    /** The GPUs the NVIDIA driver lists (one folder each), 0 where there is no such driver. */
+    static int nvidiaGpus(Path driverList) {
+        try (java.util.stream.Stream<Path> entries = java.nio.file.Files.list(driverList)) {
+            return (int) entries.count();
+        } catch (java.io.IOException | RuntimeException e) {
+            return 0;
+        }
+    }
 
     /** {@code backend: fsdp}: torchrun and the Python worker; {@code --dry-run} only prints what would start. */
     private int trainFsdp(ValidatedRecipe validated, RunPlan run) {

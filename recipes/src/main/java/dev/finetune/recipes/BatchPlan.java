@@ -173,6 +173,8 @@ public record BatchPlan(
         }
         s.append("dataset rows: ").append(rows == null ? "unknown (remote dataset)" : rows).append('\n');
         s.append(schedule == null ? "steps: unknown until the data is read\n" : schedule.describe());
+        // which trainer on which device: a GPU recipe must never read as a CPU run
+        s.append(run.describe());
         return s.toString();
     }
 }

@@ -11,9 +11,10 @@ import dev.finetune.recipes.plan.Sharding;
  * reference model, with or without activation checkpointing. {@code validate}, {@code plan}, the batch line,
  * {@code --dry-run}, both backends and the worker plan read these; none of them decides again.
  *
- * <p>The device kind and the backend are separate facts: today a CUDA device is only declared (the JVM trainer runs on
- * CPU, the worker on whatever the recipe declares), and a run on one CUDA device may later be dispatched to the worker
- * at world size 1 without changing anything but {@link #resolve}.
+ * <p>The backend follows the device: the JVM trainer's engine natives compute on the CPU only, so a run on a CUDA
+ * device, one GPU included, is the torch worker's (at world size 1 as one plain process, no torchrun, no FSDP), and
+ * a run on the CPU stays in this JVM unless the recipe asks for the worker ({@code backend: fsdp}, sharding, several
+ * ranks). {@code backend: single} keeps meaning "one device".
  *
  * @param backend which trainer runs it; never the recipe's {@code auto}
  * @param device the kind of device each rank computes on
@@ -31,7 +32,10 @@ public record ResolvedRun(Backend backend, Device device, int perNode, int nodes
     public enum Backend {
         /** This JVM, one device: the DJL trainer. */
         SINGLE,
-        /** The Python worker under torchrun, FSDP2 over the ranks (also at world size 1). */
+        /**
+         * The Python torch worker: under torchrun with FSDP2 over several ranks, one plain process at world size 1
+         * (one GPU, or one CPU rank under {@code backend: fsdp}).
+         */
         FSDP
     }
 
@@ -70,22 +74,34 @@ public record ResolvedRun(Backend backend, Device device, int perNode, int nodes
         perNode = perNode != null ? perNode : 1;
         nodes = nodes != null ? nodes : 1;
         String notInJvm = model == null ? null : model.notInJvmBecause();
+        // a CUDA device is the worker's whatever the count: the JVM trainer would run on the CPU beside it
         Backend backend = switch (recipe.backend()) {
-            case SINGLE -> Backend.SINGLE;
+            case SINGLE -> device == Device.CUDA ? Backend.FSDP : Backend.SINGLE;
             case FSDP -> Backend.FSDP;
             case AUTO -> recipe.distributed().sharded() || perNode * nodes > 1 || shape.asksForTorchrun()
-                    || notInJvm != null ? Backend.FSDP : Backend.SINGLE;
+                    || notInJvm != null || device == Device.CUDA ? Backend.FSDP : Backend.SINGLE;
         };
         if (backend == Backend.SINGLE && notInJvm != null) {
             problems.error(problems.at("backend", where), notInJvm,
                     "the fsdp backend (transformers on the worker) runs every supported family, on CPU ranks at world "
                             + "size 1 too: backend: fsdp, or backend: auto");
         }
-        if (notInJvm != null && recipe.adapter() instanceof AdapterSpec.Lora lora && lora.quantized()) {
-            // QLoRA is the JVM trainer's alone (its NF4 weights), and the JVM trainer does not run this model
-            problems.error(problems.at("adapter", where), "QLoRA on this model is unsupported: QLoRA runs on the "
-                    + "single-device trainer only, and " + notInJvm,
-                    "use adapter: lora (the fsdp worker trains it, on CPU ranks too), or a model of the Llama family");
+        if (notInJvm != null && device == Device.CPU && recipe.adapter() instanceof AdapterSpec.Lora lora
+                && lora.quantized()) {
+            // on the CPU QLoRA is the JVM trainer's (its NF4 weights; the worker's is bitsandbytes', CUDA only), and
+            // the JVM trainer does not run this model
+            problems.error(problems.at("adapter", where), "QLoRA on this model is unsupported on the CPU: QLoRA runs "
+                    + "on the CPU in the single-device trainer only, and " + notInJvm,
+                    "train it on a GPU (hardware: {gpus: 1}: the torch worker with bitsandbytes), or use adapter: lora "
+                            + "(the fsdp worker trains it, on CPU ranks too)");
+        }
+        // (hardware: with several devices under backend: single is the recipe's own error, found by validation)
+        if (recipe.backend() == Recipe.Backend.SINGLE && backend == Backend.FSDP && perNode * nodes > 1
+                && (declared == null || declared.perNode() * declared.nodes() == 1)) {
+            problems.error(problems.at("backend", where), "backend: single means one device, and the launch asks for "
+                    + perNode * nodes + " ranks", "drop --nproc-per-node/--nnodes/--gpus/--nodes, or use backend: fsdp");
+            perNode = 1;
+            nodes = 1;
         }
         if (backend == Backend.SINGLE) {
             if (shape.asksForTorchrun()) {
@@ -181,7 +197,8 @@ public record ResolvedRun(Backend backend, Device device, int perNode, int nodes
     public String describe() {
         String ranks = worldSize() == 1 ? "1 rank" : nodes == 1 ? perNode + " ranks"
                 : nodes + " nodes x " + perNode + " ranks = " + worldSize() + " ranks";
-        return "run: " + (backend == Backend.SINGLE ? "single-device trainer (this JVM)" : "fsdp worker (torchrun)")
-                + " on " + (device == Device.CPU ? "CPU" : "CUDA") + ", " + ranks + "\n";
+        return "run: " + (backend == Backend.SINGLE ? "single-device trainer (this JVM)" : worldSize() == 1
+                ? "torch worker (one process, no torchrun)" : "fsdp worker (torchrun)") + " on "
+                + (device == Device.CPU ? "CPU" : "CUDA") + ", " + ranks + "\n";
     }
 }

@@ -69,7 +69,7 @@ class ResolvedRunTest {
     /**
      * A family the JVM trainer does not implement (here from the built-in table) goes to the worker at world size 1
      * under {@code auto}; {@code backend: single} is refused at validate, naming the families it runs and the backend
-     * that runs this one; QLoRA, the JVM trainer's alone, too.
+     * that runs this one; QLoRA on the CPU (the JVM trainer's there) too, and on a GPU it is the worker's.
      */
     @Test
     void autoGivesTheWorkerAFamilyTheJvmDoesNotRun() {
@@ -77,7 +77,7 @@ class ResolvedRunTest {
         assertEquals(ResolvedRun.Backend.FSDP, gemma.run().backend());
         assertEquals(ResolvedRun.Device.CPU, gemma.run().device());
         assertEquals(1, gemma.run().worldSize());
-        assertEquals("run: fsdp worker (torchrun) on CPU, 1 rank\n", gemma.run().describe());
+        assertEquals("run: torch worker (one process, no torchrun) on CPU, 1 rank\n", gemma.run().describe());
         assertEquals(ResolvedRun.Backend.SINGLE,
                 quickstart(LaunchShape.RECIPE, "backend=auto", "base_model=meta-llama/Llama-3.2-1B").run().backend());
 
@@ -91,8 +91,38 @@ class ResolvedRunTest {
         InvalidRecipe qlora = assertThrows(InvalidRecipe.class, () -> quickstart(LaunchShape.RECIPE, "backend=auto",
                 "base_model=mistralai/Mixtral-8x7B-v0.1", "adapter=qlora", "load_in_4bit=true"));
         assertEquals(1, qlora.errors().size(), qlora.getMessage());
-        assertTrue(qlora.errors().get(0).oneLine().contains("QLoRA on this model is unsupported: QLoRA runs on the single-device trainer only, and the "
-                + "single-device (in-JVM) trainer implements"), qlora.errors().get(0).oneLine());
+        assertTrue(qlora.errors().get(0).oneLine().contains("QLoRA on this model is unsupported on the CPU: QLoRA runs "
+                + "on the CPU in the single-device trainer only, and the single-device (in-JVM) trainer implements"),
+                qlora.errors().get(0).oneLine());
+        ValidatedRecipe qloraOnGpu = quickstart(LaunchShape.RECIPE, "backend=auto", "base_model=mistralai/Mixtral-8x7B-v0.1",
+                "adapter=qlora", "load_in_4bit=true", "hardware={gpus: 1, gpu_memory: 80GiB}");
+        assertEquals(ResolvedRun.Backend.FSDP, qloraOnGpu.run().backend(), "bitsandbytes' QLoRA on the worker");
+    }
+
+    /**
+     * The JVM trainer computes on the CPU only, so a CUDA device is the torch worker's, one GPU included: one process
+     * at world size 1 (no torchrun); backend: single keeps meaning one device, and only the CPU keeps this JVM.
+     */
+    @Test
+    void oneGpuIsTheTorchWorkersAtWorldSizeOne() {
+        for (String backend : List.of("auto", "single")) {
+            ValidatedRecipe gpu = quickstart(LaunchShape.RECIPE, "backend=" + backend,
+                    "hardware={gpus: 1, gpu_type: H100}");
+            assertEquals(ResolvedRun.Backend.FSDP, gpu.run().backend(), backend);
+            assertEquals(ResolvedRun.Device.CUDA, gpu.run().device());
+            assertEquals(1, gpu.run().worldSize());
+            assertEquals(Sharding.SINGLE, gpu.run().sharding(gpu.recipe()), "one process shards nothing");
+            assertEquals(PrecisionRegime.MIXED_FP32_MASTER, gpu.run().precision(), "bf16 on the GPU, fp32 adapters");
+            assertEquals("run: torch worker (one process, no torchrun) on CUDA, 1 rank\n", gpu.run().describe());
+        }
+        ValidatedRecipe planned = quickstart(LaunchShape.gpus(1, null, 80L << 30));
+        assertEquals(ResolvedRun.Backend.FSDP, planned.run().backend(), "plan --gpus 1");
+        assertEquals(ResolvedRun.Backend.SINGLE, quickstart(LaunchShape.RECIPE, "hardware={gpus: 1, gpu_type: H100}")
+                .launchedAs(new LaunchShape(null, null, null, null, null, true)).run().backend(), "plan --cpu");
+        InvalidRecipe two = assertThrows(InvalidRecipe.class, () -> quickstart(LaunchShape.torchrun(2, null),
+                "backend=single", "hardware={gpus: 1, gpu_type: H100}"));
+        assertTrue(two.errors().get(0).oneLine().contains("backend: single means one device, and the launch asks for "
+                + "2 ranks"), two.errors().get(0).oneLine());
     }
 
     @Test

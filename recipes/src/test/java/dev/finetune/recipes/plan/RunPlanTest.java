@@ -27,10 +27,10 @@ class RunPlanTest {
     }
 
     /**
-     * Llama-3.1-8B LoRA r=16 on all linears, 2 × 2048 × 8 accumulation, 1000 steps on one H100 (in this JVM's
-     * single-device trainer, whose attention computes every score: 2A). N = 7,504,658,432 (TimeModelTest),
-     * A = 2 · 32 · 4096 · 2048 = 536,870,912, adapters 83,886,080: 4N + 3·2A + 3·adapters = 33,491,517,440 FLOPs per
-     * token; 989 TFLOPS × 0.4 / that = 11,811.7 tokens/s; 32,768,000 tokens take 2774 s = 46 min, $1.93 at $2.50.
+     * Llama-3.1-8B LoRA r=16 on all linears, 2 × 2048 × 8 accumulation, 1000 steps on one H100 (the torch worker's,
+     * whose causal attention per document skips the blocks above the diagonal: A). N = 7,504,658,432 (TimeModelTest),
+     * A = 2 · 32 · 4096 · 2048 = 536,870,912, adapters 83,886,080: 4N + 3·A + 3·adapters = 31,880,904,704 FLOPs per
+     * token; 989 TFLOPS × 0.4 / that = 12,408.7 tokens/s; 32,768,000 tokens take 2641 s = 44 min, $1.83 at $2.50.
      */
     @Test
     void anEightBillionLoraRecipeOnOneH100(@TempDir Path dir) throws IOException {
@@ -49,16 +49,16 @@ class RunPlanTest {
                 bf16: true
                 hardware: {gpus: 1, gpu_type: H100, cost_per_gpu_hour: 2.5}
                 """);
-        long perToken = 4L * 7_504_658_432L + 3L * 2 * 536_870_912L + 3L * 83_886_080L;
-        assertEquals(33_491_517_440L, perToken);
+        long perToken = 4L * 7_504_658_432L + 3L * 536_870_912L + 3L * 83_886_080L;
+        assertEquals(31_880_904_704L, perToken);
         assertEquals(perToken, run.time().flops().perToken(), 1);
         assertEquals(989e12 * 0.4 / perToken, run.time().tokensPerSecondPerDevice(), 1e-6);
         assertEquals(1000L, run.time().totalSteps());
         assertEquals(1000 * 32_768 / (989e12 * 0.4 / perToken) / 3600 * 2.5, run.time().cost(), 1e-9);
         assertEquals(80L << 30, run.memory().estimate().capacityBytes(), "gpu_memory from the table");
         String text = run.describeTime();
-        assertTrue(text.contains("11,812 tokens/s per device × 1 device"), text);
-        assertTrue(text.contains("46 min wall; $1.93 at $2.50 per GPU-hour × 1 GPU"), text);
+        assertTrue(text.contains("12,409 tokens/s per device × 1 device"), text);
+        assertTrue(text.contains("44 min wall; $1.83 at $2.50 per GPU-hour × 1 GPU"), text);
     }
 
     /**
@@ -143,15 +143,15 @@ class RunPlanTest {
                 hardware: {gpus: 1, gpu_type: H100, cost_per_gpu_hour: 2.5}
                 """);
         JsonObject time = JsonParser.parseString(PlanJson.render(run)).getAsJsonObject().getAsJsonObject("time");
-        assertEquals(33_491_517_440.0, time.get("flops_per_token").getAsDouble(), 1);
-        assertEquals(989e12 * 0.4 / 33_491_517_440.0, time.get("tokens_per_second_per_device").getAsDouble(), 1e-6);
+        assertEquals(31_880_904_704.0, time.get("flops_per_token").getAsDouble(), 1);
+        assertEquals(989e12 * 0.4 / 31_880_904_704.0, time.get("tokens_per_second_per_device").getAsDouble(), 1e-6);
         assertEquals(32_768, time.get("tokens_per_step").getAsLong());
         assertEquals(1000, time.get("total_steps").getAsLong());
         assertEquals(32_768_000.0, time.get("total_tokens").getAsDouble());
         assertEquals(run.time().totalSeconds(), time.get("wall_seconds").getAsDouble(), 1e-9);
-        assertEquals(2774, time.get("wall_seconds").getAsDouble(), 1);
+        assertEquals(2641, time.get("wall_seconds").getAsDouble(), 1);
         assertEquals(2.5, time.get("cost_per_gpu_hour").getAsDouble());
-        assertEquals(1.93, time.get("cost").getAsDouble(), 0.005);
+        assertEquals(1.83, time.get("cost").getAsDouble(), 0.005);
         assertEquals(1, time.get("devices").getAsInt());
         assertTrue(time.get("device").getAsString().startsWith("H100-SXM"), time.toString());
 
