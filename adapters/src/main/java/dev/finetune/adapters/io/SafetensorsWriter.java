@@ -17,7 +17,6 @@ import java.nio.channels.FileChannel;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.nio.file.StandardCopyOption;
 import java.nio.file.StandardOpenOption;
 import java.util.ArrayList;
 import java.util.HashSet;
@@ -82,18 +81,17 @@ public final class SafetensorsWriter {
         }
         prefix.flip();
 
-        Path temporary = file.resolveSibling(file.getFileName() + ".partial");
         try {
-            Files.createDirectories(file.toAbsolutePath().getParent());
-            try (FileChannel out = FileChannel.open(temporary, StandardOpenOption.CREATE, StandardOpenOption.TRUNCATE_EXISTING,
-                    StandardOpenOption.WRITE)) {
-                writeFully(out, prefix);
-                for (NamedArray t : tensors) {
-                    writeData(out, t, diskType(t, dtype));
+            AtomicFiles.write(file, temporary -> {
+                try (FileChannel out = FileChannel.open(temporary, StandardOpenOption.CREATE,
+                        StandardOpenOption.TRUNCATE_EXISTING, StandardOpenOption.WRITE)) {
+                    writeFully(out, prefix);
+                    for (NamedArray t : tensors) {
+                        writeData(out, t, diskType(t, dtype));
+                    }
+                    out.force(false);
                 }
-                out.force(false);
-            }
-            Files.move(temporary, file, StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE);
+            });
         } catch (IOException e) {
             throw new UncheckedIOException("writing " + file + ": " + e.getMessage(), e);
         }

@@ -5,6 +5,7 @@ import com.google.gson.GsonBuilder;
 import com.google.gson.JsonObject;
 import com.google.gson.JsonParseException;
 import com.google.gson.JsonParser;
+import dev.finetune.adapters.io.AtomicFiles;
 import dev.finetune.recipes.UserError;
 import dev.finetune.trainers.train.checkpoint.CheckpointStore;
 import dev.finetune.trainers.train.checkpoint.ResumeKeys;
@@ -18,7 +19,6 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
-import java.nio.file.StandardCopyOption;
 import java.nio.file.StandardOpenOption;
 import java.time.Instant;
 import java.util.ArrayList;
@@ -506,10 +506,7 @@ public final class OutputFolder implements AutoCloseable {
         marker.put("provenance", claim.provenance());
         // what overwrite_output_dir may delete later: this run's files, never anything else in the folder
         marker.put("run_files", RunLayout.entries());
-        Path temporary = folder.resolve("." + MARKER + ".tmp");
-        Files.writeString(temporary, GSON.toJson(marker) + "\n", StandardCharsets.UTF_8);
-        Files.move(temporary, folder.resolve(MARKER), StandardCopyOption.REPLACE_EXISTING,
-                StandardCopyOption.ATOMIC_MOVE);
+        AtomicFiles.writeString(folder.resolve(MARKER), GSON.toJson(marker) + "\n");
     }
 
     /**

@@ -1,9 +1,9 @@
 package dev.finetune.trainers.backend;
 
+import dev.finetune.adapters.io.AtomicFiles;
 import dev.finetune.recipes.UserError;
 import dev.finetune.recipes.ValidatedRecipe;
 import java.io.IOException;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
@@ -24,10 +24,7 @@ public final class RunFiles {
     public static void start(Path outputDir, ValidatedRecipe recipe, Path tokenizerDir) {
         try {
             Files.createDirectories(outputDir);
-            Path resolved = outputDir.resolve(RESOLVED_RECIPE);
-            Path temporary = outputDir.resolve("." + RESOLVED_RECIPE + ".tmp");
-            Files.writeString(temporary, recipe.flatten(outputDir), StandardCharsets.UTF_8);
-            Files.move(temporary, resolved, StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE);
+            AtomicFiles.writeString(outputDir.resolve(RESOLVED_RECIPE), recipe.flatten(outputDir));
             copyTokenizer(tokenizerDir, outputDir);
         } catch (IOException e) {
             throw new UserError(outputDir.toString(), "cannot write to output_dir: " + e.getMessage(),

@@ -3,6 +3,7 @@ package dev.finetune.trainers.backend;
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDManager;
 import dev.finetune.adapters.NamedArray;
+import dev.finetune.adapters.io.AtomicFiles;
 import dev.finetune.adapters.io.SafetensorsDtype;
 import dev.finetune.adapters.io.SafetensorsReader;
 import dev.finetune.adapters.io.SafetensorsWriter;
@@ -146,7 +147,7 @@ public final class SavedModels {
                     Map.of("format", "pt"));
             Files.copy(base.resolve("config.json"), staging.resolve("config.json"));
             RunFiles.copyTokenizer(tokenizerDir(adapterDir), staging);
-            Files.move(staging, out, java.nio.file.StandardCopyOption.ATOMIC_MOVE);
+            AtomicFiles.publish(staging, out);
         } catch (IOException e) {
             throw new UserError(out.toString(), "cannot write the merged model: " + e.getMessage(),
                     "check that the folder is writable and the disk has space", e);

@@ -3,6 +3,7 @@ package dev.finetune.trainers.backend;
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDManager;
 import dev.finetune.adapters.NamedArray;
+import dev.finetune.adapters.io.AtomicFiles;
 import dev.finetune.adapters.io.SafetensorsDtype;
 import dev.finetune.adapters.io.SafetensorsWriter;
 import dev.finetune.adapters.lora.AdapterSwitch;
@@ -15,7 +16,6 @@ import dev.finetune.trainers.model.LlamaModel;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.nio.file.StandardCopyOption;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
@@ -175,8 +175,7 @@ sealed interface TrainedWeights {
 
     private static void publish(Path staging, Path outputDir, List<String> files) throws IOException {
         for (String file : files) {
-            Files.move(staging.resolve(file), outputDir.resolve(file), StandardCopyOption.REPLACE_EXISTING,
-                    StandardCopyOption.ATOMIC_MOVE);
+            AtomicFiles.publish(staging.resolve(file), outputDir.resolve(file));
         }
         Files.delete(staging);
     }

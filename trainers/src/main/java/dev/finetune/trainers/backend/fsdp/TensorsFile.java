@@ -5,6 +5,7 @@ import com.google.gson.GsonBuilder;
 import com.google.gson.JsonArray;
 import com.google.gson.JsonObject;
 import com.google.gson.JsonParser;
+import dev.finetune.adapters.io.AtomicFiles;
 import dev.finetune.recipes.UserError;
 import java.io.BufferedOutputStream;
 import java.io.DataInputStream;
@@ -16,7 +17,6 @@ import java.nio.ByteOrder;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.nio.file.StandardCopyOption;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -117,35 +117,29 @@ final class TensorsFile {
         }
         byte[] json = GSON.toJson(header).getBytes(StandardCharsets.UTF_8);
         int padded = (json.length + 7) / 8 * 8;
-        Path temporary = file.resolveSibling("." + file.getFileName() + ".tmp");
         try {
-            Files.createDirectories(file.toAbsolutePath().getParent());
-            try (OutputStream out = new BufferedOutputStream(Files.newOutputStream(temporary), 1 << 16)) {
-                ByteSink sink = new ByteSink(out);
-                sink.int64(padded);
-                for (byte b : json) {
-                    sink.uint8(b);
-                }
-                for (int i = json.length; i < padded; i++) {
-                    sink.uint8((byte) ' ');
-                }
-                for (Tensor t : tensors) {
-                    long before = sink.written;
-                    t.values().writeTo(sink);
-                    if (sink.written - before != t.bytes()) {
-                        throw new IllegalStateException(t.name() + " wrote " + (sink.written - before) + " bytes, not "
-                                + t.bytes());
+            AtomicFiles.write(file, temporary -> {
+                try (OutputStream out = new BufferedOutputStream(Files.newOutputStream(temporary), 1 << 16)) {
+                    ByteSink sink = new ByteSink(out);
+                    sink.int64(padded);
+                    for (byte b : json) {
+                        sink.uint8(b);
                     }
+                    for (int i = json.length; i < padded; i++) {
+                        sink.uint8((byte) ' ');
+                    }
+                    for (Tensor t : tensors) {
+                        long before = sink.written;
+                        t.values().writeTo(sink);
+                        if (sink.written - before != t.bytes()) {
+                            throw new IllegalStateException(t.name() + " wrote " + (sink.written - before)
+                                    + " bytes, not " + t.bytes());
+                        }
+                    }
+                    sink.flush();
                 }
-                sink.flush();
-            }
-            Files.move(temporary, file, StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE);
+            });
         } catch (IOException e) {
-            try {
-                Files.deleteIfExists(temporary);
-            } catch (IOException ignored) {
-                // the write already failed; that is the error to report
-            }
             throw new UserError(file.toString(), "cannot write: " + e.getMessage(),
                     "check that the folder is writable and the disk has space", e);
         }

@@ -6,15 +6,14 @@ import com.google.gson.FieldNamingPolicy;
 import com.google.gson.Gson;
 import com.google.gson.GsonBuilder;
 import dev.finetune.adapters.NamedArray;
+import dev.finetune.adapters.io.AtomicFiles;
 import dev.finetune.recipes.UserError;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.channels.FileChannel;
 import java.nio.charset.StandardCharsets;
-import java.nio.file.AtomicMoveNotSupportedException;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.nio.file.StandardCopyOption;
 import java.nio.file.StandardOpenOption;
 import java.util.ArrayList;
 import java.util.Comparator;
@@ -311,11 +310,7 @@ public final class CheckpointStore {
     }
 
     private static void move(Path from, Path to) throws IOException {
-        try {
-            Files.move(from, to, StandardCopyOption.ATOMIC_MOVE);
-        } catch (AtomicMoveNotSupportedException e) {
-            throw new IOException("the file system of " + to + " cannot rename atomically", e);
-        }
+        AtomicFiles.publish(from, to);
     }
 
     private static void flush(Path file) throws IOException {

@@ -1,11 +1,12 @@
 package dev.finetune.trainers.train.output;
 
 import com.google.gson.JsonObject;
+import dev.finetune.adapters.io.AtomicFiles;
 import java.io.IOException;
+import java.io.OutputStream;
 import java.io.UncheckedIOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.nio.file.StandardCopyOption;
 import java.util.ArrayList;
 import java.util.List;
 import org.knowm.xchart.BitmapEncoder;
@@ -30,11 +31,13 @@ public final class LossCurve {
         addSeries(chart, lines, "loss", false);
         addSeries(chart, lines, "eval_loss", true);
         Path target = outputDir.resolve(FILE);
-        Path temporary = outputDir.resolve(".loss-curve.png");
         try {
             if (!chart.getSeriesMap().isEmpty()) {
-                BitmapEncoder.saveBitmap(chart, temporary.toString(), BitmapEncoder.BitmapFormat.PNG);
-                Files.move(temporary, target, StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE);
+                AtomicFiles.write(target, temporary -> {
+                    try (OutputStream out = Files.newOutputStream(temporary)) {
+                        BitmapEncoder.saveBitmap(chart, out, BitmapEncoder.BitmapFormat.PNG);
+                    }
+                });
             }
         } catch (IOException e) {
             throw new UncheckedIOException("could not draw " + target, e);

@@ -6,6 +6,7 @@ import com.google.gson.JsonNull;
 import com.google.gson.JsonObject;
 import com.google.gson.JsonParseException;
 import com.google.gson.JsonParser;
+import dev.finetune.adapters.io.AtomicFiles;
 import java.io.BufferedWriter;
 import java.io.Closeable;
 import java.io.IOException;
@@ -13,7 +14,6 @@ import java.io.UncheckedIOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.nio.file.StandardCopyOption;
 import java.nio.file.StandardOpenOption;
 import java.util.ArrayList;
 import java.util.List;
@@ -75,10 +75,7 @@ public final class MetricsLog implements Closeable {
     private static MetricsLog open(Path outputDir, List<String> keptLines, boolean tensorBoard) {
         Path file = outputDir.resolve(FILE);
         try {
-            Files.createDirectories(outputDir);
-            Path rewritten = outputDir.resolve(FILE + ".tmp");
-            Files.write(rewritten, keptLines, StandardCharsets.UTF_8);
-            Files.move(rewritten, file, StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE);
+            AtomicFiles.write(file, rewritten -> Files.write(rewritten, keptLines, StandardCharsets.UTF_8));
             BufferedWriter out = Files.newBufferedWriter(file, StandardCharsets.UTF_8, StandardOpenOption.APPEND);
             return new MetricsLog(file, out, tensorBoard ? TensorBoardLog.open(outputDir) : null);
         } catch (IOException e) {

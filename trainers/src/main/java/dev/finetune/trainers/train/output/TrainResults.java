@@ -1,12 +1,10 @@
 package dev.finetune.trainers.train.output;
 
 import com.google.gson.GsonBuilder;
+import dev.finetune.adapters.io.AtomicFiles;
 import java.io.IOException;
 import java.io.UncheckedIOException;
-import java.nio.charset.StandardCharsets;
-import java.nio.file.Files;
 import java.nio.file.Path;
-import java.nio.file.StandardCopyOption;
 import java.util.LinkedHashMap;
 import java.util.Map;
 
@@ -58,11 +56,9 @@ public final class TrainResults {
     /** Replaces the file whole (written beside it, then renamed). */
     public static void write(Path outputDir, Map<String, Object> summary) {
         Path file = outputDir.resolve(FILE);
-        Path temporary = outputDir.resolve("." + FILE + ".tmp");
         try {
-            Files.writeString(temporary, new GsonBuilder().setPrettyPrinting().serializeSpecialFloatingPointValues()
-                    .create().toJson(summary) + "\n", StandardCharsets.UTF_8);
-            Files.move(temporary, file, StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE);
+            AtomicFiles.writeString(file, new GsonBuilder().setPrettyPrinting().serializeSpecialFloatingPointValues()
+                    .create().toJson(summary) + "\n");
         } catch (IOException e) {
             throw new UncheckedIOException("could not write " + file, e);
         }
