@@ -41,6 +41,7 @@ ROOT = os.path.normpath(os.path.join(HERE, "..", "..", "..", ".."))
 ACCELERATORS = os.path.join(ROOT, "recipes/src/main/resources/dev/finetune/recipes/plan/accelerators.tsv")
 PLANNED = os.path.join(HERE, "gpu_check_plan.json")
 sys.path.insert(0, HERE)
+from finetune_worker import plan as plans  # noqa: E402  (the worker's own package, beside this file)
 
 # TinyLlama-1.1B's shape: 1.10 B parameters.
 LLAMA_1B = dict(hidden_size=2048, intermediate_size=5632, num_hidden_layers=22, num_attention_heads=32,
@@ -161,22 +162,30 @@ def write_case(case, folder, steps, per_step, nproc):
                                                task_type="CAUSAL_LM", target_modules=TARGETS))
         peft.save_pretrained(initial)
         del peft, base
-    adapter = {"kind": "lora", "initial": initial}
-    if case["qlora"]:
-        adapter.update(quantized=True, double_quant=True)
-    plan = {
-        "format": "finetune-worker-plan-1", "base_model": case["model"], "output_dir": os.path.join(folder, "run"),
-        "batches": batches, "schedule": schedule, "objective": {"kind": "sft"}, "adapter": adapter,
-        "gradient_checkpointing": False, "reshard_after_forward": True, "offload_params": False, "bf16": "auto",
-        "total_steps": steps, "micro_batches_per_step": per_step, "micro_batches_per_epoch": count, "eval_steps": 0,
-        "save_steps": 0, "save_total_limit": 0,
-        "optimizer": {"name": "adamw_torch_fused", "beta1": 0.9, "beta2": 0.999, "epsilon": 1e-8,
-                      "weight_decay": 0.0, "max_grad_norm": 1.0},
-        "kernels": {"head": "chunked", "attention": "auto"},
-        "seed": 42, "resume_key": "gpu-check", "world_size": nproc, "data_log_dir": os.path.join(folder, "logs")}
+    gpu = torch.cuda.is_available()
+    # the worker's own plan dataclasses: the contract the Java launcher writes (finetune_worker/plan.schema.json)
+    adapter = plans.Adapter(kind="lora", initial=initial, peft_init=None, quantized=case["qlora"], double_quant=True,
+                            quant_storage="uint8")
+    plan = plans.Plan(
+        format=plans.FORMAT,
+        model=plans.Model(path=case["model"], compute_dtype="bfloat16" if gpu and torch.cuda.is_bf16_supported()
+                          else "float32", gradient_checkpointing=False, adapter=adapter,
+                          kernels=plans.Kernels(head="chunked", attention="auto", liger=(), activation_offloading=False,
+                                                torch_compile=False, torch_compile_backend="inductor",
+                                                torch_compile_mode=None)),
+        parallel=plans.Parallel(world_size=nproc, reshard_after_forward=True, offload_params=False),
+        data=plans.Data(batches=batches, schedule=schedule, micro_batch_size=case["micro"],
+                        micro_batches_per_step=per_step, micro_batches_per_epoch=count,
+                        log_dir=os.path.join(folder, "logs")),
+        training=plans.Training(total_steps=steps, num_epochs=1.0, eval_steps=0, save_steps=0, save_total_limit=0,
+                                logging_steps=1, seed=42, loss_watchdog=None),
+        optimizer=plans.Optimizer(name="adamw_torch_fused", beta1=0.9, beta2=0.999, epsilon=1e-8, weight_decay=0.0,
+                                  max_grad_norm=1.0),
+        objective=plans.Objective(kind="sft", reference="none", dpo=None, grpo=None),
+        output=plans.Output(dir=os.path.join(folder, "run"), tokenizer_files=(), resume=None, resume_key="gpu-check"))
     path = os.path.join(folder, "plan.json")
     with open(path, "w") as f:
-        json.dump(plan, f, indent=2)
+        f.write(plans.to_json(plan))
     return path
 
 
@@ -224,14 +233,14 @@ def cpu_first_step_loss(case, plan_file):
 
     from finetune_worker import data, kernels
 
-    plan = json.load(open(plan_file))
-    train, _ = data.load_batches(plan["batches"])
+    plan = plans.load(plan_file)
+    train, _ = data.load_batches(plan.data.batches)
     model = AutoModelForCausalLM.from_pretrained(case["model"], dtype=torch.float32, attn_implementation="eager")
-    model = PeftModel.from_pretrained(model, plan["adapter"]["initial"]).eval()
+    model = PeftModel.from_pretrained(model, plan.model.adapter.initial).eval()
     plain = kernels.Kernels()
     total, weight = 0.0, 0
     with torch.no_grad():
-        for batch in train[:plan["micro_batches_per_step"]]:
+        for batch in train[:plan.data.micro_batches_per_step]:
             total += float(plain.sft_loss(model, batch))
             weight += batch.weight
     return total / weight

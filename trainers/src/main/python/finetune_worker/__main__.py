@@ -1,10 +1,13 @@
-"""Entry point: ``torchrun ... --no-python python -I -u COPY/finetune_worker/__main__.py PLAN.json`` (or ``... check``).
+"""Entry point: ``torchrun ... --no-python python -I -u COPY/finetune_worker/__main__.py PLAN.json``, or ``... check``
+(can this interpreter run the worker, and what does the worker support), ``... capabilities`` (that alone) and
+``... verify-checkpoint FOLDER``.
 
 The launcher runs this file from the worker's own private copy in isolated mode (``-I``), so neither the working
 folder nor this file's folder is on ``sys.path``: the copy's folder is put there here, and nothing else.
 (``python -m finetune_worker`` with ``PYTHONPATH`` still works, for tests.)
 """
 
+import json
 import os
 import sys
 
@@ -14,16 +17,20 @@ def main(argv):
         from finetune_worker import environment
 
         return environment.check()
+    if len(argv) == 2 and argv[1] == "capabilities":
+        from finetune_worker import environment
+
+        print(json.dumps(environment.capabilities()))
+        return 0
     if len(argv) == 3 and argv[1] == "verify-checkpoint":
         # the launcher's question before a resume: can this checkpoint's DCP metadata be read safely?
-        import json
-
         from finetune_worker import safe_dcp
 
         print(json.dumps({"problem": safe_dcp.check(argv[2])}))
         return 0
     if len(argv) != 2:
-        print("usage: python -m finetune_worker PLAN.json | check | verify-checkpoint FOLDER", file=sys.stderr)
+        print("usage: python -m finetune_worker PLAN.json | check | capabilities | verify-checkpoint FOLDER",
+              file=sys.stderr)
         return 2
     from finetune_worker import train
 

@@ -1,7 +1,9 @@
-"""``python -m finetune_worker check``: one JSON line saying whether this interpreter can run the worker.
+"""``python -m finetune_worker check``: one JSON line saying whether this interpreter can run the worker, and what
+the worker supports.
 
 The Java launcher runs this before torchrun, so a missing or too old library is one clear message with the pip
-command that fixes it instead of a traceback from every rank.
+command that fixes it instead of a traceback from every rank; and it refuses what the worker does not implement by
+the worker's own lists (``capabilities``), of which it keeps no copy.
 """
 
 import json
@@ -18,6 +20,14 @@ def _version_tuple(text):
         digits = "".join(ch for ch in piece if ch.isdigit())
         parts.append(int(digits) if digits else 0)
     return tuple(parts)
+
+
+def capabilities():
+    """What this worker implements (it imports the objectives, so torch must be importable)."""
+    from finetune_worker import plan
+    from finetune_worker.objectives import Dpo
+
+    return {"plan_format": plan.FORMAT, "objectives": list(plan.OBJECTIVES), "dpo_loss_types": list(Dpo.TYPES)}
 
 
 def check():
@@ -53,5 +63,6 @@ def check():
 
         # every GPU extra that is installed (bitsandbytes above only if it also imports)
         report["gpu_extras"] = extras.installed()
+        report["capabilities"] = capabilities()
     print(json.dumps(report))
     return 0 if not report["problems"] else 1

@@ -59,11 +59,10 @@ def quantization_config(adapter, compute_dtype):
     import torch
     from transformers import BitsAndBytesConfig
 
-    storage = adapter.get("quant_storage") or "uint8"
     return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4",
-                              bnb_4bit_use_double_quant=bool(adapter.get("double_quant", True)),
+                              bnb_4bit_use_double_quant=adapter.double_quant,
                               bnb_4bit_compute_dtype=compute_dtype,
-                              bnb_4bit_quant_storage=getattr(torch, storage))
+                              bnb_4bit_quant_storage=getattr(torch, adapter.quant_storage))
 
 
 def optimizer_class(name, device, python=None):

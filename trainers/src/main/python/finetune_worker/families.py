@@ -42,27 +42,28 @@ def attention_masks(config, allowed, to_mask):
     return {"full_attention": to_mask(allowed), "sliding_attention": windowed}
 
 
-def lora_config(adapter):
-    """PEFT's LoraConfig for the adapter the plan resolved: named ``nn.Linear`` modules (``target_modules``) and raw
-    weights (``target_parameters``: stacked experts, routers that are not linears), each listed by full name so
-    that PEFT adapts exactly what the plan counted."""
+def lora_config(init):
+    """PEFT's LoraConfig for the adapter the plan resolved (``plan.PeftInit``): named ``nn.Linear`` modules
+    (``target_modules``) and raw weights (``target_parameters``: stacked experts, routers that are not linears), each
+    listed by full name so that PEFT adapts exactly what the plan counted."""
     from peft import LoraConfig
 
-    return LoraConfig(r=adapter["r"], lora_alpha=adapter["alpha"], lora_dropout=adapter["dropout"],
-                      use_rslora=adapter["rslora"], target_modules=adapter["target_modules"] or None,
-                      target_parameters=adapter["target_parameters"] or None, bias="none", task_type="CAUSAL_LM")
+    return LoraConfig(r=init.r, lora_alpha=init.alpha, lora_dropout=init.dropout, use_rslora=init.rslora,
+                      target_modules=list(init.target_modules) or None,
+                      target_parameters=list(init.target_parameters) or None, bias="none", task_type="CAUSAL_LM")
 
 
-def with_lora(model, adapter, seed):
-    """The model with PEFT's LoRA on what the plan resolved, A drawn by PEFT from ``seed`` (B = 0): the families the
-    JVM trainer does not run start from PEFT's own initialisation, as a TRL run would. Refuses when PEFT adapted
-    other weights than those (its transformers-4 compatibility renames MoE targets): the plan counted those."""
+def with_lora(model, init, seed):
+    """The model with PEFT's LoRA on what the plan resolved (``plan.PeftInit``), A drawn by PEFT from ``seed``
+    (B = 0): the families the JVM trainer does not run start from PEFT's own initialisation, as a TRL run would.
+    Refuses when PEFT adapted other weights than those (its transformers-4 compatibility renames MoE targets): the
+    plan counted those."""
     from peft import get_peft_model
 
     torch.manual_seed(seed)
-    model = get_peft_model(model, lora_config(adapter))
+    model = get_peft_model(model, lora_config(init))
     adapted = {name for name, module in model.named_modules() if hasattr(module, "lora_A") and module.lora_A}
-    expected = len(adapter["target_modules"]) + len(adapter["target_parameters"])
+    expected = len(init.target_modules) + len(init.target_parameters)
     if len(adapted) != expected:
         raise ValueError("PEFT adapted %d modules where the plan resolved %d targets (%s...)"
                          % (len(adapted), expected, sorted(adapted)[:4]))

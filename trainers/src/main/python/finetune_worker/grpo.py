@@ -47,25 +47,26 @@ class Grpo:
 
     name = "grpo"
 
-    def __init__(self, settings, lora, plan, kernels):
+    def __init__(self, plan, lora, kernels):
+        settings = plan.objective.grpo
         self.kernels = kernels
-        self.settings = settings
         self.lora = lora
-        self.seed = int(plan["seed"])
-        self.generations = int(settings["num_generations"])
-        self.max_new = int(settings["max_completion_length"])
-        self.loss_type = settings["loss_type"]
-        self.beta = float(settings["beta"])
-        self.objective = Loss(settings)
-        self.mask_truncated = bool(settings["mask_truncated_completions"])
-        special = data.load_metadata(plan["batches"])
+        self.seed = plan.training.seed
+        self.generations = settings.num_generations
+        self.max_new = settings.max_completion_length
+        self.loss_type = settings.loss_type
+        self.beta = settings.beta
+        self.objective = Loss.of(settings)
+        self.mask_truncated = settings.mask_truncated_completions
+        special = data.load_metadata(plan.data.batches)
         self.eos_id = int(special["eos_id"])
         self.pad_id = int(special["pad_id"])
-        self.rollout = Rollout(settings, plan, self.eos_id, self.pad_id)
+        self.rollout = Rollout(plan, self.eos_id, self.pad_id)
         self.channel = RewardChannel()
         self.pending = []
         self.unit_scale = 1.0
-        self.reference = Reference(lora and self.beta != 0 and settings.get("reference") == "initial")
+        # the launcher resolved it: a frozen copy only of an adapter continued from lora_model_dir
+        self.reference = Reference(plan.objective.reference == "frozen_adapter")
 
     def prepare(self, model, train, evaluation, world):
         self.reference.prepare(model)

@@ -8,14 +8,20 @@ import torch
 class Loss:
     """``train/grpo/GrpoLoss.java`` in torch (TRL's ``_compute_loss``), with the same settings, names and units."""
 
-    def __init__(self, settings):
-        self.loss_type = settings["loss_type"]
-        self.epsilon_low = float(settings["epsilon"])
-        self.epsilon_high = float(settings["epsilon_high"])
-        self.delta = settings.get("delta")
-        self.beta = float(settings["beta"])
-        self.bias_corrected_kl = bool(settings["use_bias_correction_kl"])
-        self.max_new = int(settings["max_completion_length"])
+    def __init__(self, loss_type, epsilon, epsilon_high, delta, beta, use_bias_correction_kl, max_completion_length):
+        self.loss_type = loss_type
+        self.epsilon_low = float(epsilon)
+        self.epsilon_high = float(epsilon_high)
+        self.delta = delta
+        self.beta = float(beta)
+        self.bias_corrected_kl = bool(use_bias_correction_kl)
+        self.max_new = int(max_completion_length)
+
+    @classmethod
+    def of(cls, grpo):
+        """From the plan's GRPO section (:class:`finetune_worker.plan.Grpo`)."""
+        return cls(grpo.loss_type, grpo.epsilon, grpo.epsilon_high, grpo.delta, grpo.beta, grpo.use_bias_correction_kl,
+                   grpo.max_completion_length)
 
     def compute(self, logp, old, ref, advantages, mask):
         """``GrpoLoss.compute``: the batch's summed loss (per completion, or per token for ``dapo``), the

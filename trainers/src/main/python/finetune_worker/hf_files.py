@@ -32,8 +32,9 @@ def save_weights(model, plan, lora, world, folder):
         adapter = get_peft_model_state_dict(model, state_dict=state)
         save_file({k: v.contiguous() for k, v in adapter.items()}, os.path.join(folder, "adapter_model.safetensors"),
                   metadata={"format": "pt"})
-        if plan["adapter"].get("initial"):
-            shutil.copy(os.path.join(plan["adapter"]["initial"], "adapter_config.json"), folder)
+        adapter = plan.model.adapter
+        if adapter.initial:
+            shutil.copy(os.path.join(adapter.initial, "adapter_config.json"), folder)
         else:
             # PEFT made this adapter itself (a family the JVM trainer does not run): its config says what it adapts
             model.peft_config["default"].save_pretrained(folder)
@@ -42,12 +43,12 @@ def save_weights(model, plan, lora, world, folder):
         state.pop("lm_head.weight", None)
     save_file({k: v.contiguous() for k, v in state.items()}, os.path.join(folder, "model.safetensors"),
               metadata={"format": "pt"})
-    shutil.copy(os.path.join(plan["base_model"], "config.json"), folder)
+    shutil.copy(os.path.join(plan.model.path, "config.json"), folder)
     return ["model.safetensors", "config.json"]
 
 
 def copy_tokenizer(plan, folder):
-    for path in plan.get("tokenizer_files", []):
+    for path in plan.output.tokenizer_files:
         if os.path.isfile(path):
             shutil.copy(path, folder)
 
@@ -84,20 +85,20 @@ def write_trainer_state(folder, plan, step, epoch, tokens_seen, flos, history):
         "best_metric": None,
         "best_model_checkpoint": None,
         "epoch": epoch,
-        "eval_steps": plan["eval_steps"],
+        "eval_steps": plan.training.eval_steps,
         "global_step": step,
         "is_hyper_param_search": False,
         "is_local_process_zero": True,
         "is_world_process_zero": True,
         "log_history": history,
-        "logging_steps": plan.get("logging_steps", 1),
-        "max_steps": plan["total_steps"],
+        "logging_steps": plan.training.logging_steps,
+        "max_steps": plan.training.total_steps,
         "num_input_tokens_seen": tokens_seen,
-        "num_train_epochs": plan.get("num_epochs", 1),
-        "save_steps": plan["save_steps"],
+        "num_train_epochs": plan.training.num_epochs,
+        "save_steps": plan.training.save_steps,
         "stateful_callbacks": {},
         "total_flos": flos,
-        "train_batch_size": plan.get("micro_batch_size", 1),
+        "train_batch_size": plan.data.micro_batch_size,
         "trial_name": None,
         "trial_params": None,
     }
@@ -108,7 +109,7 @@ def write_trainer_state(folder, plan, step, epoch, tokens_seen, flos, history):
 
 def save_final(model, plan, lora, world):
     """The trained result into ``output_dir``, each file renamed into place from a staging folder."""
-    out = plan["output_dir"]
+    out = plan.output.dir
     staging = os.path.join(out, ".worker-final")
     if world.rank == 0:
         shutil.rmtree(staging, ignore_errors=True)

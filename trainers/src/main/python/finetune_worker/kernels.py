@@ -116,19 +116,17 @@ def batch_of(ids, positions, segments, targets):
 
 
 def setup(model, settings, device, dtype, gradient_checkpointing=False):
-    """Applies the plan's ``kernels`` settings to the transformers model (before PEFT wraps it) and returns what
-    runs. Absent settings keep the plain path."""
-    settings = settings or {}
+    """Applies the plan's ``kernels`` settings (:class:`finetune_worker.plan.Kernels`) to the transformers model
+    (before PEFT wraps it) and returns what runs."""
     kernels = Kernels()
-    head = settings.get("head", "plain")
-    if head == "chunked":
+    if settings.head == "chunked":
         why = head_loss.why_not(model)
         if why is None:
             head_loss.install(model)
             kernels.head = "chunked"
         else:
             kernels.notes.append("head: full logits, because " + why)
-    attention = settings.get("attention", "dense")
+    attention = settings.attention
     if attention != "dense":
         why = packed_attention.why_not(model)
         if why is not None:
@@ -138,19 +136,20 @@ def setup(model, settings, device, dtype, gradient_checkpointing=False):
             kernel = packed_attention.choose(device, dtype, dropout) if attention == "auto" else attention
             packed_attention.install(model)
             kernels.attention = kernel
-    kernels.liger = _liger(model, settings.get("liger") or [], device, kernels.notes)
+    kernels.liger = _liger(model, settings.liger, device, kernels.notes)
     kernels.router = families.router_settings(model)
-    if settings.get("activation_offloading"):
+    if settings.activation_offloading:
         if gradient_checkpointing:
             kernels.offload = True
         else:
             kernels.notes.append("activation_offloading needs gradient_checkpointing: nothing offloaded")
-    compile_setting = str(settings.get("torch_compile", False)).lower()
-    if compile_setting == "true" or (compile_setting == "auto" and device.type == "cuda"):
+    if settings.torch_compile:
         # the recipe's torch_compile_backend / torch_compile_mode, as Axolotl passes them to torch.compile
-        options = {"backend": settings.get("torch_compile_backend") or "inductor"}
-        if settings.get("torch_compile_mode"):
-            options["mode"] = settings["torch_compile_mode"]
+        options = {}
+        if settings.torch_compile_backend:
+            options["backend"] = settings.torch_compile_backend
+        if settings.torch_compile_mode:
+            options["mode"] = settings.torch_compile_mode
         layers = _decoder_layers(model)
         for layer in layers:
             layer.compile(**options)
@@ -164,9 +163,9 @@ def _decoder_layers(model):
 
 
 def _liger(model, wanted, device, notes):
-    """Liger's kernels the recipe asked for (``liger_rms_norm`` ...: Liger's names, a list or a name -> bool map),
-    patched into this model instance."""
-    asked = [key for key in LIGER_KEYS if (wanted.get(key) if isinstance(wanted, dict) else key in wanted)]
+    """Liger's kernels the recipe asked for (``liger_rms_norm`` ...: the plan names them), patched into this model
+    instance."""
+    asked = [key for key in LIGER_KEYS if key in wanted]
     if not asked:
         return ()
     if device.type != "cuda":

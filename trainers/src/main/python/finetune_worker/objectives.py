@@ -38,18 +38,19 @@ class Dpo:
     """
 
     name = "dpo"
-    # the loss types the worker implements; the launcher refuses the others before starting
+    # the loss types the worker implements, reported to the launcher (``capabilities``), which refuses the others
     TYPES = ("sigmoid", "hinge", "ipo", "sigmoid_norm")
 
-    def __init__(self, settings, lora, kernels):
+    def __init__(self, settings, reference, lora, kernels):
+        """``settings``: the plan's DPO section; ``reference``: the launcher's resolved reference model."""
         self.kernels = kernels
-        self.terms = [(term["type"], float(term["weight"])) for term in settings["terms"]]
+        self.terms = [(term.type, term.weight) for term in settings.terms]
         for kind, _ in self.terms:
             if kind not in self.TYPES:
                 raise ValueError("the worker does not implement dpo_loss_type %s" % kind)
-        self.beta = float(settings["beta"])
-        # "adapter_disabled" or "initial" (the weights before the first step), as the launcher decided
-        self.precomputed = settings.get("reference", "adapter_disabled" if lora else "initial") == "initial"
+        self.beta = settings.beta
+        # the adapter switched off runs beside the policy; anything else is the weights before the first step
+        self.precomputed = reference != "adapter_disabled"
         self.lora = lora
         self.reference = {}
 
@@ -122,13 +123,13 @@ class Dpo:
 
 
 def of(plan, lora, kernels):
-    objective = plan["objective"]
-    if objective["kind"] == "grpo":
+    objective = plan.objective
+    if objective.kind == "grpo":
         from finetune_worker import grpo
 
-        return grpo.Grpo(objective, lora, plan, kernels)
-    if objective["kind"] == "sft":
+        return grpo.Grpo(plan, lora, kernels)
+    if objective.kind == "sft":
         return Sft(kernels)
-    if objective["kind"] == "dpo":
-        return Dpo(objective, lora, kernels)
-    raise ValueError("the worker does not run the objective %r" % objective["kind"])
+    if objective.kind == "dpo":
+        return Dpo(objective.dpo, objective.reference, lora, kernels)
+    raise ValueError("the worker does not run the objective %r" % objective.kind)

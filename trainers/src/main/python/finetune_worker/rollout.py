@@ -49,13 +49,13 @@ def prompt_ids(batch):
 class Rollout:
     """Completions for prompts, sampled on every rank in the way all ranks agreed on."""
 
-    def __init__(self, settings, plan, eos_id, pad_id):
-        self.max_new = int(settings["max_completion_length"])
+    def __init__(self, plan, eos_id, pad_id):
+        self.max_new = plan.objective.grpo.max_completion_length
         self.eos_id = eos_id
         self.pad_id = pad_id
-        self.sampler = Sampler(settings)
-        self.reshard_after_forward = bool(plan.get("reshard_after_forward", True))
-        self.bf16 = plan.get("bf16", "auto")
+        self.sampler = Sampler(plan.objective.grpo)
+        self.reshard_after_forward = plan.parallel.reshard_after_forward
+        self.compute_dtype = plan.model.compute_dtype
         self._mode = None
 
     def _mask(self, allowed, device):
@@ -129,7 +129,7 @@ class Rollout:
             fits = 1.0
             if world.device.type == "cuda":
                 # the gathered copy is in the compute dtype (train.build_model's choice), the shards stay fp32
-                element = 2 if self.bf16 != "false" and torch.cuda.is_bf16_supported() else 4
+                element = 2 if self.compute_dtype == "bfloat16" else 4
                 needed = 1.2 * element * sum(p.numel() for p in model.parameters())
                 fits = 1.0 if torch.cuda.mem_get_info(world.device)[0] > needed else 0.0
             # every rank must take the same way: a collective decides

@@ -41,11 +41,12 @@ class Sampler:
     """Picks the next token of every row from float32 logits ``[rows, vocab]`` as ``Sampler.java`` does."""
 
     def __init__(self, settings):
-        self.temperature = float(settings["temperature"])
-        self.top_k = int(settings.get("top_k", 0))
-        self.top_p = float(settings.get("top_p", 1.0))
-        self.min_p = float(settings.get("min_p", 0.0))
-        self.penalty = float(settings.get("repetition_penalty", 1.0))
+        """``settings``: the plan's GRPO section (:class:`finetune_worker.plan.Grpo`)."""
+        self.temperature = settings.temperature
+        self.top_k = settings.top_k
+        self.top_p = settings.top_p
+        self.min_p = settings.min_p
+        self.penalty = settings.repetition_penalty
 
     def choose(self, logits, random, history):
         f32 = lambda v: torch.tensor(v, dtype=torch.float32, device=logits.device)  # noqa: E731

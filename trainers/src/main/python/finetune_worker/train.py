@@ -21,6 +21,7 @@ import warnings
 import torch
 
 from finetune_worker import checkpoints, data, distributed, extras, families, hf_files, kernels, objectives
+from finetune_worker import plan as plans
 
 
 class Reporter:
@@ -86,13 +87,14 @@ def build_model(plan, world):
     from transformers import AutoModelForCausalLM
 
     on_gpu = world.device.type == "cuda"
-    # bf16: true/auto use bf16 compute where the GPU has it (reductions stay fp32); CPUs train in fp32.
-    precision = "bf16" if (on_gpu and plan.get("bf16", "auto") != "false" and torch.cuda.is_bf16_supported()) \
-        else "fp32"
+    # the launcher's resolved run decided it: bf16 compute on CUDA (reductions stay fp32), else fp32
+    precision = "bf16" if plan.model.compute_dtype == "bfloat16" else "fp32"
+    if precision == "bf16" and not (on_gpu and torch.cuda.is_bf16_supported()):
+        raise ValueError("plan.model.compute_dtype is bfloat16, but %s has no bfloat16" % world.device)
     compute = torch.bfloat16 if precision == "bf16" else torch.float32
     sharded = world.size > 1
-    adapter = plan.get("adapter")
-    quantized = adapter is not None and adapter.get("quantized", False)
+    adapter = plan.model.adapter
+    quantized = adapter is not None and adapter.quantized
     load = {}
     if quantized:
         if sharded:
@@ -104,21 +106,21 @@ def build_model(plan, world):
     # stay fp32 in PEFT); FSDP2 keeps fp32 shards and computes in bf16 through its MixedPrecisionPolicy.
     dtype = compute if not sharded else torch.float32
     model = AutoModelForCausalLM.from_pretrained(
-        plan["base_model"], dtype=dtype, attn_implementation="sdpa" if on_gpu else "eager", **load)
+        plan.model.path, dtype=dtype, attn_implementation="sdpa" if on_gpu else "eager", **load)
     model.config.use_cache = False
-    checkpointing = bool(plan.get("gradient_checkpointing"))
+    checkpointing = plan.model.gradient_checkpointing
     if checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    fast = kernels.setup(model, plan.get("kernels"), world.device, compute, checkpointing)
+    fast = kernels.setup(model, plan.model.kernels, world.device, compute, checkpointing)
     layer_classes = families.decoder_layer_classes(model)
     lora = adapter is not None
-    if lora and adapter.get("initial"):
+    if lora and adapter.initial:
         from peft import PeftModel
 
         # Java wrote the initial adapter (its own A init, B = 0): both backends start from the same weights.
-        model = PeftModel.from_pretrained(model, adapter["initial"], is_trainable=True)
+        model = PeftModel.from_pretrained(model, adapter.initial, is_trainable=True)
     elif lora:
-        model = families.with_lora(model, adapter, plan["seed"])
+        model = families.with_lora(model, adapter.peft_init, plan.training.seed)
     if not quantized:
         model.to(world.device)
     if sharded:
@@ -140,8 +142,8 @@ def shard(model, layer_classes, precision, plan, world):
     if not layers:
         raise RuntimeError("found no decoder layers (%s) to shard in %s" % (sorted(layer_classes),
                                                                             type(model).__name__))
-    offload = CPUOffloadPolicy() if plan.get("offload_params") and world.device.type == "cuda" else OffloadPolicy()
-    reshard = bool(plan.get("reshard_after_forward", True))
+    offload = CPUOffloadPolicy() if plan.parallel.offload_params and world.device.type == "cuda" else OffloadPolicy()
+    reshard = plan.parallel.reshard_after_forward
     for layer in layers:
         fully_shard(layer, mesh=mesh, mp_policy=policy, offload_policy=offload, reshard_after_forward=reshard)
     fully_shard(model, mesh=mesh, mp_policy=policy, offload_policy=offload, reshard_after_forward=reshard)
@@ -155,15 +157,15 @@ def build_optimizer(model, settings, device):
         lower = name.lower()
         # The Hugging Face Trainer's rule, as the JVM trainer's AdamW: biases and norm weights are not decayed.
         (plain if lower.endswith("bias") or "norm" in lower else decayed).append(parameter)
-    groups = [{"params": decayed, "weight_decay": settings["weight_decay"]},
+    groups = [{"params": decayed, "weight_decay": settings.weight_decay},
               {"params": plain, "weight_decay": 0.0}]
     groups = [g for g in groups if g["params"]]
-    betas = (settings["beta1"], settings["beta2"])
-    name = settings.get("name", "adamw_torch")
+    betas = (settings.beta1, settings.beta2)
+    name = settings.name
     if name in extras.BNB_OPTIMIZERS:
-        return extras.optimizer_class(name, device)(groups, lr=0.0, betas=betas, eps=settings["epsilon"])
+        return extras.optimizer_class(name, device)(groups, lr=0.0, betas=betas, eps=settings.epsilon)
     # one fused kernel for every parameter on CUDA: no per-tensor launches, no host round trip
-    return torch.optim.AdamW(groups, lr=0.0, betas=betas, eps=settings["epsilon"],
+    return torch.optim.AdamW(groups, lr=0.0, betas=betas, eps=settings.epsilon,
                              fused=True if device.type == "cuda" else None)
 
 
@@ -204,12 +206,12 @@ def evaluate(model, objective, batches, world):
 
 
 def run(plan, world, report):
-    torch.manual_seed(plan["seed"])
-    train_batches, eval_batches = data.load_batches(plan["batches"])
-    order, learning_rates = data.load_schedule(plan["schedule"])
-    total_steps = plan["total_steps"]
-    per_step = plan["micro_batches_per_step"]
-    per_epoch = plan["micro_batches_per_epoch"]
+    torch.manual_seed(plan.training.seed)
+    train_batches, eval_batches = data.load_batches(plan.data.batches)
+    order, learning_rates = data.load_schedule(plan.data.schedule)
+    total_steps = plan.training.total_steps
+    per_step = plan.data.micro_batches_per_step
+    per_epoch = plan.data.micro_batches_per_epoch
     if per_step % world.size != 0:
         raise ValueError("%d micro batches per step do not split over %d ranks" % (per_step, world.size))
     if len(order) < total_steps * per_step or len(learning_rates) < total_steps:
@@ -217,7 +219,7 @@ def run(plan, world, report):
 
     model, lora, fast = build_model(plan, world)
     objective = objectives.of(plan, lora, fast)
-    settings = plan["optimizer"]
+    settings = plan.optimizer
     optimizer = build_optimizer(model, settings, world.device)
     trainable = [p for p in model.parameters() if p.requires_grad]
     # A sharded parameter's numel() is that of the whole tensor, so these are the model's totals on every rank.
@@ -229,18 +231,18 @@ def run(plan, world, report):
         eval_batches = [b.pinned() for b in eval_batches]
     # before a resume loads its checkpoint: a reference taken from the starting weights must see those
     train_batches, eval_batches = objective.prepare(model, train_batches, eval_batches, world)
-    output_dir = plan["output_dir"]
+    output_dir = plan.output.dir
     checkpoints.remove_leftovers(output_dir, world)
     step = 0
     history = []  # trainer_state.json's log_history so far
     # the launcher picked the checkpoint and verified its checksums
-    folder = plan.get("resume")
+    folder = plan.output.resume
     if folder:
         with open(os.path.join(folder, checkpoints.STATE_FILE)) as f:
             saved = json.load(f)
-        if saved.get("resume_key") != plan["resume_key"]:
+        if saved.get("resume_key") != plan.output.resume_key:
             raise ValueError("%s was saved by a different recipe or data (resume key %s, now %s)"
-                             % (folder, saved.get("resume_key"), plan["resume_key"]))
+                             % (folder, saved.get("resume_key"), plan.output.resume_key))
         state = checkpoints.load(folder, model, optimizer, lora)
         step = int(state["global_step"])
         history = hf_files.read_history(folder)
@@ -258,13 +260,13 @@ def run(plan, world, report):
         report.emit("metrics", metrics=line)
         history.extend(hf_files.history_entries(line))
 
-    trace_dir = plan["data_log_dir"]
+    trace_dir = plan.data.log_dir
     os.makedirs(trace_dir, exist_ok=True)
     trace = open(os.path.join(trace_dir, "data-rank%d.jsonl" % world.rank), "a")
     first = True
     # Axolotl's loss watchdog on the logged loss, as the JVM trainer's LogWindow averages it over logging_steps
-    watchdog = plan.get("loss_watchdog")
-    log_every = max(1, int(plan.get("logging_steps", 1)))
+    watchdog = plan.training.loss_watchdog
+    log_every = plan.training.logging_steps
     window_losses, last_logged, violations = [], None, 0
     while step < total_steps:
         started = time.perf_counter()
@@ -287,7 +289,7 @@ def run(plan, world, report):
         loss_sum, metric_sums, tokens, samples = torch.zeros((), dtype=torch.float64, device=world.device), {}, 0, 0
         with _counting_host_syncs(world.device, report, step):
             for micro, batch in enumerate(mine):
-                torch.manual_seed(_derive(plan["seed"], step, micro, world.rank))
+                torch.manual_seed(_derive(plan.training.seed, step, micro, world.rank))
                 batch = batch.to(world.device)
                 loss, metrics = objective.loss(model, batch)
                 # FSDP averages gradients over ranks; times W makes that the sum over the global window / its weight.
@@ -297,7 +299,7 @@ def run(plan, world, report):
                 samples += objective.samples(batch)
                 for name, value in metrics.items():
                     metric_sums[name] = metric_sums.get(name, 0.0) + value * batch.weight
-        norm = grad_norm_and_clip(trainable, settings["max_grad_norm"])
+        norm = grad_norm_and_clip(trainable, settings.max_grad_norm)
         lr = learning_rates[step]
         for group in optimizer.param_groups:
             group["lr"] = lr
@@ -323,7 +325,8 @@ def run(plan, world, report):
             peaks = distributed.gather_objects({"rank": world.rank, "host": world.host, "peak_memory_mb": peak})
             report.emit("peak_memory", ranks=peaks, step=step, measured=_peak_memory_kind(world.device))
             first = False
-        evaluated = bool(eval_batches) and (step == total_steps or (plan["eval_steps"] > 0 and step % plan["eval_steps"] == 0))
+        evaluated = bool(eval_batches) and (step == total_steps or (plan.training.eval_steps > 0
+                                                                    and step % plan.training.eval_steps == 0))
         if evaluated:
             line.update(evaluate(model, objective, eval_batches, world))
         window_losses.append(line["loss"])
@@ -332,19 +335,20 @@ def run(plan, world, report):
             window_losses = []
         watchdog_stop = False
         if watchdog and last_logged is not None:
-            violations = violations + 1 if last_logged > watchdog["threshold"] else 0
-            watchdog_stop = violations >= watchdog["patience"]
+            violations = violations + 1 if last_logged > watchdog.threshold else 0
+            watchdog_stop = violations >= watchdog.patience
         # samples: the global batch's examples, for the launcher's train_samples_per_second (not a logged metric)
         report.emit("metrics", metrics=line, samples=int(totals[2]))
         history.extend(hf_files.history_entries(line))
-        if stop or plan["save_steps"] > 0 and (step % plan["save_steps"] == 0 or step == total_steps or watchdog_stop):
+        if stop or plan.training.save_steps > 0 and (step % plan.training.save_steps == 0 or step == total_steps
+                                                     or watchdog_stop):
             state = {"global_step": step, "world_size": world.size, "data_position": consumed,
-                     "micro_batches_per_epoch": per_epoch, "resume_key": plan["resume_key"],
-                     "seed": plan["seed"], "learning_rate": lr}
+                     "micro_batches_per_epoch": per_epoch, "resume_key": plan.output.resume_key,
+                     "seed": plan.training.seed, "learning_rate": lr}
             hf_state = {"epoch": consumed / per_epoch, "tokens_seen": tokens_seen,
                         "flos": 6.0 * tokens_seen * flos_parameters, "history": list(history)}
             folder = checkpoints.save(output_dir, step, model, optimizer, state, lora,
-                                      plan.get("save_total_limit", 0), world, plan, hf_state)
+                                      plan.training.save_total_limit, world, plan, hf_state)
             report.emit("checkpoint", step=step, folder=folder)
             if stop:
                 # asked to stop (the launcher got SIGTERM, SIGINT or SIGHUP): this checkpoint holds the step
@@ -357,7 +361,7 @@ def run(plan, world, report):
             os.kill(os.getpid(), signal.SIGKILL)
         if watchdog_stop:
             sys.stderr.write("the loss %s stayed above loss_watchdog_threshold %s for %d steps: training stops at step %d\n"
-                             % (last_logged, watchdog["threshold"], violations, step))
+                             % (last_logged, watchdog.threshold, violations, step))
             break
 
     files = hf_files.save_final(model, plan, lora, world)
@@ -415,8 +419,7 @@ def _on_stop_request(signum, frame):
 def main(plan_path):
     # first of all: the launcher may ask as soon as this rank has reported its pid
     signal.signal(signal.SIGUSR1, _on_stop_request)
-    with open(plan_path) as f:
-        plan = json.load(f)
+    plan = plans.load(plan_path)
     _follow_launcher()
     world = None
     report = Reporter(None)

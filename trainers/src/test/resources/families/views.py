@@ -89,6 +89,7 @@ def adapter(request):
 def loss(request):
     sys.path.insert(0, request["worker"])
     from finetune_worker import data, kernels
+    from finetune_worker import plan as plans
 
     model = load(request["model"], request.get("adapter"))
     ids = torch.tensor([request["ids"]])
@@ -98,7 +99,10 @@ def loss(request):
         segments = torch.ones_like(ids)
         batch = data.MicroBatch(ids, torch.arange(ids.shape[1]).unsqueeze(0), segments, targets,
                                 int((targets != -100).sum()), ids.shape[1], ("test", 0), data.documents(segments))
-        run = kernels.setup(model.get_base_model() if hasattr(model, "get_base_model") else model, {},
+        # the plain path: every fast-path piece of the plan's kernels section off
+        plain = plans.Kernels(head="plain", attention="dense", liger=(), activation_offloading=False,
+                              torch_compile=False, torch_compile_backend="inductor", torch_compile_mode=None)
+        run = kernels.setup(model.get_base_model() if hasattr(model, "get_base_model") else model, plain,
                             torch.device("cpu"), torch.float32)
         ours = run.sft_loss(model, batch) / batch.weight
     return {"transformers": float(theirs), "worker": float(ours), "router": run.router is not None}

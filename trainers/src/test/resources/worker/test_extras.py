@@ -8,11 +8,13 @@ import copy
 import json
 import os
 import tempfile
+import types
 import unittest
 
 import torch
 
 from finetune_worker import extras, train
+from finetune_worker import plan as plans
 from finetune_worker.distributed import World
 
 CUDA = torch.device("cuda", 0)  # a device object only: nothing here touches a GPU
@@ -45,17 +47,24 @@ class Refusals(unittest.TestCase):
     @unittest.skipIf(has_bitsandbytes(), "bitsandbytes is installed here (gpu_check.py covers it)")
     def test_every_bitsandbytes_optimizer_is_refused_before_it_is_built(self):
         model = torch.nn.Linear(2, 2)
-        settings = {"beta1": 0.9, "beta2": 0.999, "epsilon": 1e-8, "weight_decay": 0.0}
         for name in ("adamw_bnb_8bit", "adamw_8bit", "paged_adamw_8bit", "paged_adamw_32bit"):
+            settings = plans.Optimizer(name=name, beta1=0.9, beta2=0.999, epsilon=1e-8, weight_decay=0.0,
+                                       max_grad_norm=1.0)
             with self.assertRaises(extras.Missing) as refused:
-                train.build_optimizer(model, dict(settings, name=name), CUDA)
+                train.build_optimizer(model, settings, CUDA)
             self.assertIn("optimizer: " + name, str(refused.exception))
 
     def test_a_qlora_plan_is_refused_before_the_weights_are_read(self):
         with tempfile.TemporaryDirectory() as folder:
             # no model files at all: a refusal that came after loading would fail differently
-            plan = {"base_model": os.path.join(folder, "absent"), "adapter": {"kind": "lora", "quantized": True,
-                                                                             "initial": folder}}
+            adapter = plans.Adapter(kind="lora", initial=folder, peft_init=None, quantized=True, double_quant=True,
+                                    quant_storage="uint8")
+            kernels = plans.Kernels(head="plain", attention="dense", liger=(), activation_offloading=False,
+                                    torch_compile=False, torch_compile_backend="inductor", torch_compile_mode=None)
+            # only the model section is read before the refusal
+            plan = types.SimpleNamespace(model=plans.Model(path=os.path.join(folder, "absent"),
+                                                           compute_dtype="float32", gradient_checkpointing=False,
+                                                           adapter=adapter, kernels=kernels))
             world = World(0, 1, 0, torch.device("cpu"), "host")
             with self.assertRaises(extras.Missing) as refused:
                 train.build_model(plan, world)
@@ -85,7 +94,9 @@ class Nf4(unittest.TestCase):
     def test_the_workers_quantization_is_nf4_in_blocks_of_64_with_double_quant_as_asked(self):
         self.assertEqual(int(os.environ["FINETUNE_JVM_NF4_BLOCK"]), extras.NF4_BLOCK_SIZE)
         for double in (True, False):
-            config = extras.quantization_config({"double_quant": double}, torch.bfloat16)
+            adapter = plans.Adapter(kind="lora", initial="", peft_init=None, quantized=True, double_quant=double,
+                                    quant_storage="uint8")
+            config = extras.quantization_config(adapter, torch.bfloat16)
             self.assertTrue(config.load_in_4bit)
             self.assertEqual("nf4", config.bnb_4bit_quant_type)
             self.assertEqual(double, config.bnb_4bit_use_double_quant)
@@ -97,7 +108,8 @@ class FusedAdamW(unittest.TestCase):
     def test_the_fused_kernel_takes_the_plain_optimizers_steps(self):
         """On CUDA the worker asks for torch's fused AdamW; torch has the same kernel for CPU tensors, so the
         optimizer the worker builds for a GPU is run here against the one it builds for a CPU."""
-        settings = {"beta1": 0.9, "beta2": 0.95, "epsilon": 1e-8, "weight_decay": 0.1}
+        settings = plans.Optimizer(name="adamw_torch_fused", beta1=0.9, beta2=0.95, epsilon=1e-8, weight_decay=0.1,
+                                   max_grad_norm=1.0)
         torch.manual_seed(0)
         first = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.LayerNorm(32), torch.nn.Linear(32, 4))
         models = [first, copy.deepcopy(first)]

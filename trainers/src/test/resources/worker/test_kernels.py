@@ -8,6 +8,7 @@ runs them on a GPU). FlexAttention has no backward on CPU: its forward is checke
 """
 
 import copy
+import dataclasses
 import unittest
 
 import torch
@@ -15,9 +16,19 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
 from finetune_worker import kernels, packed_attention
+from finetune_worker import plan as plans
 from finetune_worker.data import MicroBatch, documents
 
 RELATIVE = 1e-5
+
+# the plan's kernels section of the plain path: every fast-path piece off
+PLAIN = plans.Kernels(head="plain", attention="dense", liger=(), activation_offloading=False, torch_compile=False,
+                      torch_compile_backend="inductor", torch_compile_mode=None)
+
+
+def pieces(**on):
+    """The plan's kernels section with the given fast-path pieces."""
+    return dataclasses.replace(PLAIN, **on)
 
 
 def close(test, expected, actual, what):
@@ -90,7 +101,7 @@ class Pieces(unittest.TestCase):
             model = make()
             batch = packed_batch(model.config.vocab_size, **BATCH)
             plain = kernels.Kernels()
-            fast = kernels.setup(model, {"head": "chunked"}, torch.device("cpu"), torch.float32)
+            fast = kernels.setup(model, pieces(head="chunked"), torch.device("cpu"), torch.float32)
             self.assertEqual("chunked", fast.head, fast.notes)
             compare(self, name + " head inside", model, plain, fast, batch)
 
@@ -98,7 +109,7 @@ class Pieces(unittest.TestCase):
         model = llama()
         batch = packed_batch(model.config.vocab_size, **BATCH)
         plain = kernels.Kernels()
-        fast = kernels.setup(model, {"attention": "sdpa_documents"}, torch.device("cpu"), torch.float32)
+        fast = kernels.setup(model, pieces(attention="sdpa_documents"), torch.device("cpu"), torch.float32)
         self.assertEqual("sdpa_documents", fast.attention)
         compare(self, "sdpa per document", model, plain, fast, batch)
         # the batch really is packed: attending across its documents changes the loss
@@ -112,7 +123,7 @@ class Pieces(unittest.TestCase):
     def test_flex_attentions_block_mask_gives_the_dense_masks_forward(self):
         model = llama()
         batch = packed_batch(model.config.vocab_size, **BATCH)
-        fast = kernels.setup(model, {"attention": "flex"}, torch.device("cpu"), torch.float32)
+        fast = kernels.setup(model, pieces(attention="flex"), torch.device("cpu"), torch.float32)
         with torch.no_grad():
             expected = kernels.Kernels().token_log_probs(model, batch)[0]
             actual = fast.token_log_probs(model, batch)[0]
@@ -138,7 +149,7 @@ class Pieces(unittest.TestCase):
         plain = kernels.Kernels()
         expected, expected_grads = sft_and_gradients(model, plain, batch)
         # aot_eager: dynamo's capture and AOT autograd, as inductor gets them, without a C++ build on 2 cores
-        fast = kernels.setup(model, {"torch_compile": True, "torch_compile_backend": "aot_eager"},
+        fast = kernels.setup(model, pieces(torch_compile=True, torch_compile_backend="aot_eager"),
                              torch.device("cpu"), torch.float32)
         self.assertTrue(fast.compiled)
         names = [n for n, _ in model.named_parameters()]
@@ -154,7 +165,7 @@ class Pieces(unittest.TestCase):
         expected, expected_grads = sft_and_gradients(model, kernels.Kernels(), batch)
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         model.train()
-        fast = kernels.setup(model, {"activation_offloading": True}, torch.device("cpu"), torch.float32,
+        fast = kernels.setup(model, pieces(activation_offloading=True), torch.device("cpu"), torch.float32,
                              gradient_checkpointing=True)
         self.assertTrue(fast.offload)
         actual, actual_grads = sft_and_gradients(model, fast, batch)
@@ -169,7 +180,7 @@ class Pieces(unittest.TestCase):
         plain_model = get_peft_model(copy.deepcopy(base), LoraConfig(
             r=4, lora_alpha=8, target_modules=["q_proj", "v_proj", "down_proj"], init_lora_weights=False))
         fast_model = copy.deepcopy(base)
-        fast = kernels.setup(fast_model, {"head": "chunked", "attention": "auto"}, torch.device("cpu"), torch.float32)
+        fast = kernels.setup(fast_model, pieces(head="chunked", attention="auto"), torch.device("cpu"), torch.float32)
         fast_model = get_peft_model(fast_model, LoraConfig(
             r=4, lora_alpha=8, target_modules=["q_proj", "v_proj", "down_proj"], init_lora_weights=False))
         fast_model.load_state_dict(plain_model.state_dict())
@@ -209,7 +220,7 @@ class Pieces(unittest.TestCase):
         mask = attention_mask(batch.segments, torch.float32)
         with torch.no_grad():
             expected = model(input_ids=batch.ids, position_ids=batch.positions, attention_mask=mask).logits
-            kernels.setup(model, {"head": "chunked", "attention": "auto"}, torch.device("cpu"), torch.float32)
+            kernels.setup(model, pieces(head="chunked", attention="auto"), torch.device("cpu"), torch.float32)
             actual = model(input_ids=batch.ids, position_ids=batch.positions, attention_mask=mask).logits
         close(self, expected, actual, "rollout forward (logits, 4D mask) unchanged")
 
@@ -221,18 +232,18 @@ class Refusals(unittest.TestCase):
         from peft import LoraConfig, get_peft_model
 
         model = get_peft_model(llama(), LoraConfig(r=2, target_modules=["lm_head"]))
-        fast = kernels.setup(model, {"head": "chunked"}, torch.device("cpu"), torch.float32)
+        fast = kernels.setup(model, pieces(head="chunked"), torch.device("cpu"), torch.float32)
         self.assertEqual("plain", fast.head)
         self.assertIn("not a plain Linear", fast.notes[0])
 
     def test_sliding_window_attention_keeps_the_dense_mask(self):
         model = qwen2(use_sliding_window=True, sliding_window=8, max_window_layers=0)
-        fast = kernels.setup(model, {"attention": "auto"}, torch.device("cpu"), torch.float32)
+        fast = kernels.setup(model, pieces(attention="auto"), torch.device("cpu"), torch.float32)
         self.assertEqual("dense", fast.attention)
         self.assertIn("sliding-window", fast.notes[0])
 
     def test_liger_on_cpu_says_torchs_kernels_run(self):
-        fast = kernels.setup(llama(), {"liger": {"rms_norm": True}}, torch.device("cpu"), torch.float32)
+        fast = kernels.setup(llama(), pieces(liger=("rms_norm",)), torch.device("cpu"), torch.float32)
         self.assertEqual((), fast.liger)
         self.assertIn("Liger", fast.notes[0])
 
@@ -263,7 +274,7 @@ class Memory(unittest.TestCase):
         plain = LargestTensor()
         with plain:
             kernels.Kernels().sft_loss(model, batch).backward()
-        fast_path = kernels.setup(model, {"head": "chunked", "attention": "sdpa_documents"}, torch.device("cpu"),
+        fast_path = kernels.setup(model, pieces(head="chunked", attention="sdpa_documents"), torch.device("cpu"),
                                   torch.float32)
         model.zero_grad(set_to_none=True)
         fast = LargestTensor()

@@ -1,5 +1,6 @@
 package dev.finetune.trainers.backend.fsdp;
 
+import dev.finetune.recipes.DpoLossType;
 import dev.finetune.recipes.Recipe;
 import dev.finetune.recipes.ReferenceModel;
 import dev.finetune.recipes.UserError;
@@ -55,10 +56,27 @@ public final class FsdpBackend {
 
     private FsdpBackend() {}
 
-    /** Refuses what the worker does not run, before anything is written. */
+    /** Refuses what the worker does not run, before anything is written and without starting Python. */
     public static void requireRunnable(ValidatedRecipe validated) {
-        WorkerPlan.objective(validated.recipe(), validated.run().reference());
         WorkerRequirements.requireRunnable(validated.recipe(), validated.run());
+    }
+
+    /** Refuses an objective or loss the worker does not implement, by what it says it supports. */
+    static void requireSupported(ValidatedRecipe validated, WorkerPython.Capabilities worker) {
+        Recipe recipe = validated.recipe();
+        if (!worker.objectives().contains(recipe.objective().key())) {
+            throw new UserError("rl", "the fsdp worker trains " + worker.objectives() + ", not "
+                    + recipe.objective().key(), "use backend: single");
+        }
+        if (recipe.objective() instanceof Recipe.Objective.Dpo dpo) {
+            for (DpoLossType type : dpo.lossTypes()) {
+                if (!worker.dpoLossTypes().contains(type.key())) {
+                    throw new UserError("dpo_loss_type", "the fsdp worker implements " + worker.dpoLossTypes()
+                            + ", not " + type.key(), "use one of those, or backend: single (which runs every TRL "
+                            + "loss type)");
+                }
+            }
+        }
     }
 
     /** {@code --dry-run}: the exact command, environment and global batch identity; nothing starts. */
@@ -83,9 +101,14 @@ public final class FsdpBackend {
         Path workerFolder = outputDir.resolve(WorkerPlan.FOLDER);
         String python = WorkerPython.find(launch.python(), System.getenv(), System.getProperty("finetune.home"));
         WorkerPython.Environment environment = WorkerPython.check(python);
+        requireSupported(validated, environment.capabilities());
         // CUDA where the resolved run says (a declared GPU the interpreter cannot see is refused here)
         boolean cpu = launch.cpu();
         WorkerRequirements.check(recipe, environment, python, !cpu);
+        if (validated.run().bfloat16Compute() && !environment.bf16()) {
+            throw new UserError("bf16", "the run computes in bfloat16 on CUDA (bf16: true or auto), but these GPUs "
+                    + "have no bfloat16", "set bf16: false");
+        }
         if (!cpu && launch.nprocPerNode() > environment.cudaDevices()) {
             throw new UserError("--nproc-per-node", launch.nprocPerNode() + " processes per node, but this node has "
                     + environment.cudaDevices() + " CUDA device(s)", "--nproc-per-node " + environment.cudaDevices());

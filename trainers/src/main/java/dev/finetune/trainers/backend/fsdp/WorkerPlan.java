@@ -2,20 +2,18 @@ package dev.finetune.trainers.backend.fsdp;
 
 import ai.djl.engine.Engine;
 import ai.djl.ndarray.NDManager;
-import com.google.gson.Gson;
-import com.google.gson.GsonBuilder;
-import com.google.gson.JsonObject;
+import dev.finetune.adapters.io.AtomicFiles;
 import dev.finetune.adapters.lora.LoraFactory;
 import dev.finetune.adapters.peft.AdapterConfig;
 import dev.finetune.adapters.peft.AdapterFiles;
 import dev.finetune.adapters.peft.AdapterWeights;
 import dev.finetune.recipes.AdapterSpec;
-import dev.finetune.recipes.DpoLossType;
 import dev.finetune.recipes.Recipe;
 import dev.finetune.recipes.ReferenceModel;
-import dev.finetune.recipes.ValidatedRecipe;
+import dev.finetune.recipes.ResolvedRun;
 import dev.finetune.recipes.SchedulePlan;
 import dev.finetune.recipes.UserError;
+import dev.finetune.recipes.ValidatedRecipe;
 import dev.finetune.recipes.model.ModelConfig;
 import dev.finetune.recipes.model.ModelParameters;
 import dev.finetune.trainers.backend.DatasetIdentity;
@@ -26,16 +24,15 @@ import dev.finetune.trainers.train.DataOrder;
 import dev.finetune.trainers.train.Trainer;
 import dev.finetune.trainers.train.checkpoint.ResumeKeys;
 import java.io.IOException;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.nio.file.StandardCopyOption;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
 
 /**
- * Everything the worker needs besides the batches file, decided here once: the resolved settings as JSON, the
+ * Everything the worker needs besides the batches file, decided here once: the resolved settings
+ * ({@link WorkerPlanFile}, {@code plan.json}), the
  * schedule (which micro batch at every data position, the learning rate of every step) and the initial LoRA weights.
  * The worker computes nothing that is random or a schedule, so its loss sequence can be compared with the JVM
  * trainer's step by step.
@@ -46,9 +43,8 @@ public record WorkerPlan(Path folder, Path planFile, long totalSteps, long warmu
         int microBatchesPerEpoch, Trainer.Run run) {
 
     public static final String FOLDER = "worker";
-    /** The DPO loss types the worker's objectives.Dpo implements, as the JVM trainer's DpoLoss writes them. */
-    static final java.util.Set<DpoLossType> WORKER_DPO_LOSSES = java.util.EnumSet.of(DpoLossType.SIGMOID,
-            DpoLossType.HINGE, DpoLossType.IPO, DpoLossType.SIGMOID_NORM);
+    private static final String SCHEDULE = "schedule.safetensors";
+    private static final String INITIAL_ADAPTER = "initial-adapter";
 
     /** Micro batches per optimizer step over all ranks: the batch plan's ranks × gradient_accumulation_steps. */
     static int microBatchesPerStep(ValidatedRecipe validated) {
@@ -62,15 +58,15 @@ public record WorkerPlan(Path folder, Path planFile, long totalSteps, long warmu
                 DatasetIdentity.of(recipe.data().datasets()), baseModelIdentity);
     }
 
-    /** Writes plan.json, schedule.safetensors and (LoRA) initial-adapter/ under {@code output_dir/worker}. */
     /**
+     * Writes plan.json, schedule.safetensors and (LoRA) initial-adapter/ under {@code output_dir/worker}.
+     *
      * @param tokenizerDir the tokenizer's folder, whose files every checkpoint gets
      * @param resumeFrom the verified checkpoint to continue (WorkerCheckpoints.resumeFolder), or null
      */
     public static WorkerPlan write(ValidatedRecipe validated, Preprocess.Prepared data, Launch launch, Path modelDir,
             String modelIdentity, Path tokenizerDir, Path resumeFrom) {
         Recipe recipe = validated.recipe();
-        dev.finetune.recipes.BatchPlan batch = validated.plan();
         int perStep = microBatchesPerStep(validated);
         int perEpoch = data.trainBatches();
         Trainer.Run run = run(recipe, perStep, perEpoch, modelIdentity);
@@ -78,7 +74,7 @@ public record WorkerPlan(Path folder, Path planFile, long totalSteps, long warmu
         long warmup = run.schedule().warmupSteps();
         Path outputDir = run.outputDir();
         Path folder = outputDir.resolve(FOLDER);
-        Path schedule = folder.resolve("schedule.safetensors");
+        Path schedule = folder.resolve(SCHEDULE);
         // On a multi-node run the first node writes the shared files; the others' workers cannot start before it
         // joined the rendezvous, which it does only after writing them.
         boolean writer = launch.nodeRank() == 0;
@@ -86,86 +82,17 @@ public record WorkerPlan(Path folder, Path planFile, long totalSteps, long warmu
             writeSchedule(schedule, run, total, warmup, perStep, perEpoch);
         }
 
-        Map<String, String> invariants = new TreeMap<>(run.resumeInvariants());
-        invariants.put("micro_batches_per_epoch", Integer.toString(perEpoch));
-        invariants.put("micro_batches_per_step", Integer.toString(perStep));
-
-        JsonObject plan = new JsonObject();
-        plan.addProperty("format", "finetune-worker-plan-1");
-        plan.addProperty("base_model", modelDir.toAbsolutePath().toString());
-        plan.addProperty("output_dir", outputDir.toAbsolutePath().toString());
-        plan.addProperty("batches", data.file().toAbsolutePath().toString());
-        plan.addProperty("schedule", schedule.toAbsolutePath().toString());
-        plan.add("objective", objective(recipe, validated.run().reference()));
         if (recipe.adapter() instanceof AdapterSpec.Lora lora) {
-            JsonObject adapter = new JsonObject();
-            adapter.addProperty("kind", "lora");
-            ModelConfig config = ModelConfig.read(modelDir);
-            if (config.notInJvmBecause() == null) {
-                Path initial = folder.resolve("initial-adapter");
-                if (writer) {
-                    writeInitialAdapter(recipe, lora, modelDir, initial);
-                }
-                adapter.addProperty("initial", initial.toAbsolutePath().toString());
-            } else {
-                otherFamilyAdapter(recipe, lora, config, adapter);
-            }
-            if (lora.quantized()) {
-                // bitsandbytes' NF4 with 64 values per absmax, as the JVM's Nf4Quantized (WorkerRequirements checked
-                // that bitsandbytes is there)
-                adapter.addProperty("quantized", true);
-                adapter.addProperty("double_quant", lora.quantization().doubleQuant());
-            }
-            plan.add("adapter", adapter);
-        }
-        Recipe.Fsdp fsdp = recipe.distributed().fsdp();
-        plan.addProperty("gradient_checkpointing", validated.run().activationCheckpointing());
-        plan.addProperty("reshard_after_forward", fsdp == null || fsdp.reshardAfterForward());
-        plan.addProperty("offload_params", fsdp != null && fsdp.offloadParams());
-        plan.addProperty("bf16", recipe.precision().bf16().name().toLowerCase(java.util.Locale.ROOT));
-        plan.add("kernels", kernels(recipe.speedups()));
-        plan.addProperty("total_steps", total);
-        plan.addProperty("micro_batches_per_step", perStep);
-        plan.addProperty("micro_batches_per_epoch", perEpoch);
-        plan.addProperty("eval_steps", run.schedule().evalEvery());
-        plan.addProperty("save_steps", run.schedule().saveEvery());
-        plan.addProperty("save_total_limit", run.saveTotalLimit());
-        JsonObject optimizer = new JsonObject();
-        // torch's AdamW or one of bitsandbytes' (WorkerRequirements refused the others)
-        optimizer.addProperty("name", WorkerRequirements.optimizer(recipe).axolotlName());
-        optimizer.addProperty("beta1", run.training().adamBeta1());
-        optimizer.addProperty("beta2", run.training().adamBeta2());
-        optimizer.addProperty("epsilon", run.training().adamEpsilon());
-        optimizer.addProperty("weight_decay", run.training().weightDecay());
-        optimizer.addProperty("max_grad_norm", run.training().maxGradNorm());
-        plan.add("optimizer", optimizer);
-        plan.addProperty("seed", run.training().seed());
-        if (run.training().lossWatchdogThreshold() != null) {
-            JsonObject watchdog = new JsonObject();
-            watchdog.addProperty("threshold", run.training().lossWatchdogThreshold());
-            watchdog.addProperty("patience", run.training().lossWatchdogPatience());
-            plan.add("loss_watchdog", watchdog);
-        }
-        plan.addProperty("resume_key", ResumeKeys.hash(invariants));
-        if (resumeFrom != null) {
-            plan.addProperty("resume", resumeFrom.toAbsolutePath().toString());
-        }
-        // what trainer_state.json records, as the JVM trainer's checkpoints do
-        plan.addProperty("logging_steps", run.schedule().logEvery());
-        plan.addProperty("num_epochs", run.training().numEpochs());
-        plan.addProperty("micro_batch_size", batch.micro());
-        com.google.gson.JsonArray tokenizer = new com.google.gson.JsonArray();
-        for (String name : RunFiles.TOKENIZER_FILES) {
-            if (Files.isRegularFile(tokenizerDir.resolve(name))) {
-                tokenizer.add(tokenizerDir.resolve(name).toAbsolutePath().toString());
+            // a family the JVM trainer does not run has no Java-made initial adapter (otherFamilyAdapter)
+            if (writer && ModelConfig.read(modelDir).notInJvmBecause() == null) {
+                writeInitialAdapter(recipe, lora, modelDir, folder.resolve(INITIAL_ADAPTER));
             }
         }
-        plan.add("tokenizer_files", tokenizer);
-        plan.addProperty("world_size", validated.run().worldSize());
-        plan.addProperty("data_log_dir", folder.resolve("logs").toAbsolutePath().toString());
+        WorkerPlanFile plan = contents(validated, data.file(), perEpoch, modelDir, modelIdentity, tokenizerDir,
+                resumeFrom);
         Path planFile = folder.resolve("plan.json");
         if (writer) {
-            writeAtomically(planFile, new GsonBuilder().setPrettyPrinting().create().toJson(plan) + "\n");
+            writeAtomically(planFile, plan.toJson());
         }
         return new WorkerPlan(folder, planFile, total, warmup, perStep, perEpoch, run);
     }
@@ -173,83 +100,81 @@ public record WorkerPlan(Path folder, Path planFile, long totalSteps, long warmu
     /**
      * How the worker computes (finetune_worker.kernels): always the LM head inside the loss in chunks and per-document
      * attention without a dense mask, where the model allows (the worker says where it does not); the recipe's
-     * speed keys as written ({@code torch_compile: auto} is decided by the worker, which knows its device).
+     * speed keys, with {@code torch_compile: auto} decided for the run's device.
      */
-    static JsonObject kernels(Recipe.Speedups speedups) {
-        JsonObject kernels = new JsonObject();
-        kernels.addProperty("head", "chunked");
-        kernels.addProperty("attention", "auto");
-        kernels.addProperty("torch_compile", speedups.torchCompile().name().toLowerCase(java.util.Locale.ROOT));
-        if (speedups.compileBackend() != null) {
-            kernels.addProperty("torch_compile_backend", speedups.compileBackend());
-        }
-        if (speedups.compileMode() != null) {
-            kernels.addProperty("torch_compile_mode", speedups.compileMode());
-        }
-        com.google.gson.JsonArray liger = new com.google.gson.JsonArray();
-        speedups.liger().forEach(liger::add);
-        kernels.add("liger", liger);
-        kernels.addProperty("activation_offloading", speedups.activationOffloading());
-        return kernels;
-    }
-
-    static JsonObject objective(Recipe recipe, ReferenceModel referenceModel) {
-        JsonObject objective = new JsonObject();
-        objective.addProperty("kind", Preprocess.objectiveKind(recipe));
-        if (recipe.objective() instanceof Recipe.Objective.Dpo dpo) {
-            // as TRL and the JVM trainer: LoRA from scratch compares with the adapter switched off; a full fine-tune,
-            // and an adapter continued from lora_model_dir (written into initial-adapter/), with the starting weights
-            objective.addProperty("reference", reference(referenceModel));
-            com.google.gson.JsonArray terms = new com.google.gson.JsonArray();
-            for (int i = 0; i < dpo.lossTypes().size(); i++) {
-                DpoLossType type = dpo.lossTypes().get(i);
-                if (!WORKER_DPO_LOSSES.contains(type)) {
-                    throw new UserError("dpo_loss_type", "the fsdp worker implements " + WORKER_DPO_LOSSES.stream()
-                            .map(DpoLossType::key).toList() + ", not " + type.key(),
-                            "use one of those, or backend: single (which runs every TRL loss type)");
-                }
-                JsonObject term = new JsonObject();
-                term.addProperty("type", type.key());
-                term.addProperty("weight", dpo.lossWeights().get(i));
-                terms.add(term);
-            }
-            objective.add("terms", terms);
-            objective.addProperty("beta", dpo.beta());
-        }
-        if (recipe.objective() instanceof Recipe.Objective.Grpo grpo) {
-            grpo(referenceModel, grpo, objective);
-        }
-        return objective;
-    }
-
-    /** The sampling and loss settings of the worker's grpo module, named as in TRL; rewards stay in Java. */
-    private static void grpo(ReferenceModel referenceModel, Recipe.Objective.Grpo grpo, JsonObject objective) {
-        // as TRL and the JVM trainer: the adapter switched off, or lora_model_dir's adapter frozen as it starts
-        objective.addProperty("reference", reference(referenceModel));
-        objective.addProperty("num_generations", grpo.numGenerations());
-        objective.addProperty("max_completion_length", grpo.maxCompletionLength());
-        objective.addProperty("temperature", grpo.temperature());
-        objective.addProperty("top_k", grpo.sampling().topK());
-        objective.addProperty("top_p", grpo.sampling().topP());
-        objective.addProperty("min_p", grpo.sampling().minP());
-        objective.addProperty("repetition_penalty", grpo.sampling().repetitionPenalty());
-        objective.addProperty("loss_type", grpo.lossType().key());
-        objective.addProperty("epsilon", grpo.epsilon());
-        objective.addProperty("epsilon_high", grpo.epsilonHigh());
-        if (grpo.delta() != null) {
-            objective.addProperty("delta", grpo.delta());
-        }
-        objective.addProperty("beta", grpo.beta());
-        objective.addProperty("use_bias_correction_kl", grpo.biasCorrectedKl());
-        objective.addProperty("mask_truncated_completions", grpo.maskTruncatedCompletions());
+    static WorkerPlanFile.Kernels kernels(Recipe.Speedups speedups, ResolvedRun resolved) {
+        return new WorkerPlanFile.Kernels("chunked", "auto", speedups.liger(), speedups.activationOffloading(),
+                speedups.compiles(resolved.device() == ResolvedRun.Device.CUDA), speedups.compileBackend(),
+                speedups.compileMode());
     }
 
     /**
-     * What a DPO or GRPO run compares its policy with: {@code adapter_disabled} or {@code initial} (the starting
-     * weights).
+     * What {@link #write} puts into plan.json, computed without writing anything: the one place that fills each key.
+     *
+     * @param batches the preprocessed batches file
+     * @param perEpoch training micro batches per epoch, as packed
+     * @param modelIdentity the base model's identity in the resume key ({@code ModelSource.Resolved#key})
      */
-    static String reference(ReferenceModel reference) {
-        return reference instanceof ReferenceModel.AdapterDisabled ? "adapter_disabled" : "initial";
+    public static WorkerPlanFile contents(ValidatedRecipe validated, Path batches, int perEpoch, Path modelDir,
+            String modelIdentity, Path tokenizerDir, Path resumeFrom) {
+        Recipe recipe = validated.recipe();
+        ResolvedRun resolved = validated.run();
+        int perStep = microBatchesPerStep(validated);
+        Trainer.Run run = run(recipe, perStep, perEpoch, modelIdentity);
+        Path folder = run.outputDir().resolve(FOLDER);
+        Map<String, String> invariants = new TreeMap<>(run.resumeInvariants());
+        invariants.put("micro_batches_per_epoch", Integer.toString(perEpoch));
+        invariants.put("micro_batches_per_step", Integer.toString(perStep));
+        WorkerPlanFile.Adapter adapter = recipe.adapter() instanceof AdapterSpec.Lora lora
+                ? adapter(recipe, lora, ModelConfig.read(modelDir), folder) : null;
+        Recipe.Fsdp fsdp = recipe.distributed().fsdp();
+        List<String> tokenizer = RunFiles.TOKENIZER_FILES.stream().map(tokenizerDir::resolve)
+                .filter(Files::isRegularFile).map(WorkerPlan::absolute).toList();
+        return new WorkerPlanFile(WorkerPlanFile.FORMAT,
+                new WorkerPlanFile.Model(absolute(modelDir), resolved.bfloat16Compute() ? "bfloat16" : "float32",
+                        resolved.activationCheckpointing(), adapter, kernels(recipe.speedups(), resolved)),
+                new WorkerPlanFile.Parallel(resolved.worldSize(), fsdp == null || fsdp.reshardAfterForward(),
+                        fsdp != null && fsdp.offloadParams()),
+                new WorkerPlanFile.Data(absolute(batches), absolute(folder.resolve(SCHEDULE)), validated.plan().micro(),
+                        perStep, perEpoch, absolute(folder.resolve("logs"))),
+                new WorkerPlanFile.Training(run.schedule().totalSteps(), run.training().numEpochs(),
+                        run.schedule().evalEvery(), run.schedule().saveEvery(), run.saveTotalLimit(),
+                        run.schedule().logEvery(), run.training().seed(),
+                        run.training().lossWatchdogThreshold() == null ? null : new WorkerPlanFile.LossWatchdog(
+                                run.training().lossWatchdogThreshold(), run.training().lossWatchdogPatience())),
+                // torch's AdamW or one of bitsandbytes' (WorkerRequirements refused the others)
+                new WorkerPlanFile.Optimizer(WorkerRequirements.optimizer(recipe).axolotlName(),
+                        run.training().adamBeta1(), run.training().adamBeta2(), run.training().adamEpsilon(), run.training().weightDecay(),
+                        run.training().maxGradNorm()),
+                objective(recipe, resolved.reference()),
+                new WorkerPlanFile.Output(absolute(run.outputDir()), tokenizer,
+                        resumeFrom != null ? absolute(resumeFrom) : null, ResumeKeys.hash(invariants)));
+    }
+
+    private static String absolute(Path path) {
+        return path.toAbsolutePath().toString();
+    }
+
+    /** The objective's section of the plan, with the resolved reference model. */
+    static WorkerPlanFile.Objective objective(Recipe recipe, ReferenceModel reference) {
+        String token = reference instanceof ReferenceModel.AdapterDisabled ? "adapter_disabled"
+                : reference instanceof ReferenceModel.FrozenAdapter ? "frozen_adapter"
+                : reference instanceof ReferenceModel.StartingWeights ? "starting_weights" : "none";
+        return recipe.objective().match(
+                sft -> new WorkerPlanFile.Objective("sft", token, null, null),
+                dpo -> {
+                    List<WorkerPlanFile.DpoTerm> terms = new java.util.ArrayList<>();
+                    for (int i = 0; i < dpo.lossTypes().size(); i++) {
+                        terms.add(new WorkerPlanFile.DpoTerm(dpo.lossTypes().get(i).key(), dpo.lossWeights().get(i)));
+                    }
+                    return new WorkerPlanFile.Objective("dpo", token, new WorkerPlanFile.Dpo(dpo.beta(), terms), null);
+                },
+                grpo -> new WorkerPlanFile.Objective("grpo", token, null, new WorkerPlanFile.Grpo(
+                        grpo.numGenerations(), grpo.maxCompletionLength(), grpo.temperature(),
+                        grpo.sampling().topK(), grpo.sampling().topP(), grpo.sampling().minP(),
+                        grpo.sampling().repetitionPenalty(), grpo.lossType().key(), grpo.epsilon(),
+                        grpo.epsilonHigh(), grpo.delta(), grpo.beta(), grpo.biasCorrectedKl(),
+                        grpo.maskTruncatedCompletions())));
     }
 
     /**
@@ -274,14 +199,21 @@ public record WorkerPlan(Path folder, Path planFile, long totalSteps, long warmu
     }
 
     /**
-     * A family the JVM trainer does not run has no Java-made initial adapter to share: the worker starts PEFT's own
-     * (A drawn from the seed, B = 0) on exactly the targets the plan counted, by full name, or continues the saved
-     * PEFT adapter of {@code lora_model_dir} as it is.
+     * The LoRA adapter the worker trains: the Java-made initial adapter, which the JVM trainer starts from too. A
+     * family the JVM trainer does not run has none to share: the worker starts PEFT's own (A drawn from the seed,
+     * B = 0) on exactly the targets the plan counted, by full name, or continues the saved PEFT adapter of
+     * {@code lora_model_dir} as it is.
      */
-    private static void otherFamilyAdapter(Recipe recipe, AdapterSpec.Lora lora, ModelConfig config, JsonObject adapter) {
+    private static WorkerPlanFile.Adapter adapter(Recipe recipe, AdapterSpec.Lora lora, ModelConfig config,
+            Path folder) {
+        boolean doubleQuant = lora.quantized() && lora.quantization().doubleQuant();
+        if (config.notInJvmBecause() == null) {
+            return new WorkerPlanFile.Adapter("lora", absolute(folder.resolve(INITIAL_ADAPTER)), null, lora.quantized(),
+                    doubleQuant, "uint8");
+        }
         if (recipe.output().loraModelDir() != null) {
-            adapter.addProperty("initial", Path.of(recipe.output().loraModelDir()).toAbsolutePath().toString());
-            return;
+            return new WorkerPlanFile.Adapter("lora", absolute(Path.of(recipe.output().loraModelDir())), null,
+                    lora.quantized(), doubleQuant, "uint8");
         }
         ModelParameters.PeftTargets targets = config.parameters().peftTargets(lora);
         if (!targets.parameters().isEmpty() && lora.dropout() > 0) {
@@ -289,12 +221,9 @@ public record WorkerPlan(Path folder, Path planFile, long totalSteps, long warmu
                     + "target_parameters) cannot drop out its input: PEFT folds those adapters into the weight",
                     "set lora_dropout: 0, or target only attention and dense projections");
         }
-        adapter.addProperty("r", lora.r());
-        adapter.addProperty("alpha", lora.alpha());
-        adapter.addProperty("dropout", lora.dropout());
-        adapter.addProperty("rslora", lora.useRslora());
-        adapter.add("target_modules", new Gson().toJsonTree(targets.modules()));
-        adapter.add("target_parameters", new Gson().toJsonTree(targets.parameters()));
+        return new WorkerPlanFile.Adapter("lora", null, new WorkerPlanFile.PeftInit(lora.r(), lora.alpha(),
+                lora.dropout(), lora.useRslora(), targets.modules(), targets.parameters()), lora.quantized(),
+                doubleQuant, "uint8");
     }
 
     /**
@@ -322,7 +251,7 @@ public record WorkerPlan(Path folder, Path planFile, long totalSteps, long warmu
             AdapterFiles.write(staging, AdapterConfig.of(spec, factory.peftTargets(), recipe.model().baseModel()),
                     model.trainable());
             deleteTree(folder);
-            Files.move(staging, folder, StandardCopyOption.ATOMIC_MOVE);
+            AtomicFiles.publish(staging, folder);
         } catch (IOException e) {
             throw new UserError(folder.toString(), "cannot write the initial adapter: " + e.getMessage(),
                     "check that output_dir is writable", e);
@@ -331,10 +260,7 @@ public record WorkerPlan(Path folder, Path planFile, long totalSteps, long warmu
 
     static void writeAtomically(Path file, String text) {
         try {
-            Files.createDirectories(file.getParent());
-            Path temporary = file.resolveSibling("." + file.getFileName() + ".tmp");
-            Files.writeString(temporary, text, StandardCharsets.UTF_8);
-            Files.move(temporary, file, StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE);
+            AtomicFiles.writeString(file, text);
         } catch (IOException e) {
             throw new UserError(file.toString(), "cannot write: " + e.getMessage(), "check that output_dir is writable",
                     e);

@@ -2,6 +2,7 @@ package dev.finetune.trainers.backend.fsdp;
 
 import com.google.gson.JsonObject;
 import com.google.gson.JsonParser;
+import dev.finetune.adapters.io.AtomicFiles;
 import dev.finetune.recipes.UserError;
 import java.io.IOException;
 import java.io.InputStream;
@@ -26,21 +27,22 @@ public final class WorkerPython {
     /** The worker package's modules, as shipped in this jar. */
     static final List<String> MODULES = List.of("__init__.py", "__main__.py", "checkpoints.py", "data.py",
             "distributed.py", "environment.py", "extras.py", "families.py", "grpo.py", "grpo_loss.py", "head_loss.py",
-            "hf_files.py", "kernels.py", "objectives.py", "packed_attention.py", "reference.py", "reward_channel.py",
-            "rollout.py", "safe_dcp.py", "sampler.py", "train.py");
+            "hf_files.py", "kernels.py", "objectives.py", "packed_attention.py", "plan.py", "reference.py",
+            "reward_channel.py", "rollout.py", "safe_dcp.py", "sampler.py", "train.py");
     private static final String RESOURCES = "/dev/finetune/trainers/python/";
 
     /**
-     * What the interpreter reported about itself.
+     * What the interpreter reported about itself, and what the worker it runs supports.
      *
      * @param torchCuda the CUDA version torch was built for, null for a CPU-only build
      * @param cudaNames each visible CUDA device's name
      * @param bitsandbytes its version when it imports, else null
      * @param gpuExtras every package of requirements-gpu.txt with its installed version, or absent
+     * @param capabilities what the worker implements
      */
     public record Environment(String executable, String python, Map<String, String> packages, int cudaDevices,
             boolean bf16, String bitsandbytes, String torchCuda, List<String> cudaNames,
-            Map<String, String> gpuExtras) {
+            Map<String, String> gpuExtras, Capabilities capabilities) {
 
         /** What torch says about CUDA, in words: the reason a recipe that declares a GPU cannot have one here. */
         public String cudaReport() {
@@ -53,6 +55,16 @@ public final class WorkerPython {
                     : torch + " sees " + cudaDevices + " CUDA device(s): " + String.join(", ", cudaNames);
         }
     }
+
+    /**
+     * What the worker implements, as it says itself ({@code python -m finetune_worker capabilities}, also part of
+     * {@code check}): Java keeps no copy of the worker's lists.
+     *
+     * @param planFormat the {@code plan.json} version its loader reads
+     * @param objectives the objectives it trains
+     * @param dpoLossTypes TRL's DPO loss types it implements
+     */
+    public record Capabilities(String planFormat, List<String> objectives, List<String> dpoLossTypes) {}
 
     private WorkerPython() {}
 
@@ -126,10 +138,8 @@ public final class WorkerPython {
                     if (in == null) {
                         throw new IllegalStateException("the worker module " + module + " is missing from this build");
                     }
-                    Path temporary = target.resolve("." + module + ".tmp");
-                    Files.copy(in, temporary, StandardCopyOption.REPLACE_EXISTING);
-                    Files.move(temporary, target.resolve(module), StandardCopyOption.REPLACE_EXISTING,
-                            StandardCopyOption.ATOMIC_MOVE);
+                    AtomicFiles.write(target.resolve(module),
+                            temporary -> Files.copy(in, temporary, StandardCopyOption.REPLACE_EXISTING));
                 }
             }
             return folder;
@@ -273,11 +283,24 @@ public final class WorkerPython {
             report.getAsJsonObject("gpu_extras").entrySet().stream().filter(e -> !e.getValue().isJsonNull())
                     .forEach(e -> extras.put(e.getKey(), e.getValue().getAsString()));
         }
+        JsonObject capabilities = report.getAsJsonObject("capabilities");
+        Capabilities worker = new Capabilities(capabilities.get("plan_format").getAsString(),
+                strings(capabilities, "objectives"), strings(capabilities, "dpo_loss_types"));
+        if (!worker.planFormat().equals(WorkerPlanFile.FORMAT)) {
+            throw new IllegalStateException("the worker in this build reads " + worker.planFormat() + ", the launcher "
+                    + "writes " + WorkerPlanFile.FORMAT);
+        }
         return new Environment(report.get("executable").getAsString(), report.get("python").getAsString(), packages,
                 report.get("cuda_devices").getAsInt(), report.get("bf16").getAsBoolean(),
                 report.get("bitsandbytes").isJsonNull() ? null : report.get("bitsandbytes").getAsString(),
                 report.has("torch_cuda") && !report.get("torch_cuda").isJsonNull()
-                        ? report.get("torch_cuda").getAsString() : null, List.copyOf(names), extras);
+                        ? report.get("torch_cuda").getAsString() : null, List.copyOf(names), extras, worker);
+    }
+
+    private static List<String> strings(JsonObject object, String key) {
+        List<String> out = new ArrayList<>();
+        object.getAsJsonArray(key).forEach(e -> out.add(e.getAsString()));
+        return List.copyOf(out);
     }
 
     /** The most the environment check may print: its report is one line of a few hundred bytes. */

@@ -187,7 +187,8 @@ class FsdpLaunchTest {
 
         ValidatedRecipe nca = FsdpRuns.recipe(tmp, "nca", base.replace("type: completion", "type: passthrough")
                 .replace("quickstart.jsonl", "quickstart-dpo.jsonl") + "rl: dpo\ndpo_loss_type: [nca_pair]\n");
-        UserError loss = assertThrows(UserError.class, () -> FsdpBackend.requireRunnable(nca));
+        UserError loss = assertThrows(UserError.class, () -> FsdpBackend.requireSupported(nca,
+                WorkerPython.check(WorkerEnvironment.python()).capabilities()));
         assertTrue(loss.getMessage().contains("not nca_pair"), loss.getMessage());
         assertTrue(Files.notExists(out), "refusals write nothing");
     }

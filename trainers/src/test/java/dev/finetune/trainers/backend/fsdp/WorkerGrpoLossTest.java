@@ -3,11 +3,9 @@ package dev.finetune.trainers.backend.fsdp;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDManager;
 import ai.djl.ndarray.types.Shape;
 import com.google.gson.Gson;
-import com.google.gson.JsonArray;
 import com.google.gson.JsonElement;
 import com.google.gson.JsonObject;
 import com.google.gson.JsonParser;
@@ -48,9 +46,8 @@ class WorkerGrpoLossTest {
             o.addProperty("loss_type", type.key());
             o.addProperty("epsilon", 0.2);
             o.addProperty("epsilon_high", epsilonHigh);
-            if (delta != null) {
-                o.addProperty("delta", delta);
-            }
+            // every argument of the worker's Loss, as the plan's GRPO section has them (delta may be null)
+            o.add("delta", delta == null ? com.google.gson.JsonNull.INSTANCE : new com.google.gson.JsonPrimitive(delta));
             o.addProperty("beta", beta);
             o.addProperty("use_bias_correction_kl", biasCorrectedKl);
             o.addProperty("max_completion_length", COLUMNS + 1);
@@ -136,7 +133,7 @@ class WorkerGrpoLossTest {
                 "t = lambda k: torch.tensor(data[k], dtype=torch.float32).reshape(shape)",
                 "out = {}",
                 "for name, settings in data['cases'].items():",
-                "    loss = Loss(settings)",
+                "    loss = Loss(**settings)",
                 "    ref = t('ref') if loss.beta != 0 else None",
                 "    total, tokens, metrics = loss.compute(t('logp'), t('old'), ref,",
                 "        torch.tensor(data['advantages'], dtype=torch.float32), t('mask'))",

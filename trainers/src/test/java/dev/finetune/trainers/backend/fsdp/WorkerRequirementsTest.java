@@ -33,7 +33,8 @@ class WorkerRequirementsTest {
     private static WorkerPython.Environment environment(int gpus, String cuda, String bitsandbytes) {
         return new WorkerPython.Environment(PYTHON, "3.11.7", Map.of("torch", cuda == null ? "2.13.0+cpu"
                 : "2.13.0+cu128"), gpus, gpus > 0, bitsandbytes, cuda, gpus > 0 ? List.of("NVIDIA H100 80GB HBM3")
-                : List.of(), bitsandbytes == null ? Map.of() : Map.of("bitsandbytes", bitsandbytes));
+                : List.of(), bitsandbytes == null ? Map.of() : Map.of("bitsandbytes", bitsandbytes),
+                null); // the worker's capabilities: not what these checks read
     }
 
     /** A recipe on one declared GPU (the worker's, at world size 1) with {@code keys} added. */
