@@ -59,13 +59,13 @@ final class BenchGenerateCommand implements Callable<Integer> {
         if (saveRandom != null) {
             GenerationBench.writeRandomModel(saveRandom);
             out.println("wrote " + saveRandom);
-            return Main.OK;
+            return ExitCode.OK;
         }
         if (modelDir == null) {
             throw new UserError("bench-generate", "give MODEL_DIR or --save-random DIR", "see --help");
         }
         GenerationBench.run(new GenerationBench.Settings(modelDir, batch, promptTokens, newTokens, owned, skipRecompute,
                 repeat), out);
-        return Main.OK;
+        return ExitCode.OK;
     }
 }

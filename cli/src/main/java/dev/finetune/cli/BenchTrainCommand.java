@@ -78,7 +78,7 @@ final class BenchTrainCommand implements Callable<Integer> {
         }
         if (gemmPeak) {
             GemmPeak.measure(out);
-            return Main.OK;
+            return ExitCode.OK;
         }
         BenchShape benchShape = parse(BenchShape.class, shape, "--shape");
         TrainingBench.Mode benchMode = parse(TrainingBench.Mode.class, mode, "--mode");
@@ -89,7 +89,7 @@ final class BenchTrainCommand implements Callable<Integer> {
         }
         TrainingBench.run(new TrainingBench.Settings(benchShape, benchMode, timed, warmup, gradientCheckpointing,
                 profile, waitQuiet, bfloat16), out);
-        return Main.OK;
+        return ExitCode.OK;
     }
 
     private static <E extends Enum<E>> E parse(Class<E> type, String value, String option) {

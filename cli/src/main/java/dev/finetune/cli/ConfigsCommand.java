@@ -78,7 +78,7 @@ final class ConfigsCommand implements Callable<Integer> {
             }
             default -> throw new UserError("configs " + action, "unknown action", "use ls, cat NAME or cp NAME FILE");
         }
-        return Main.OK;
+        return ExitCode.OK;
     }
 
     private String arg(int i, String usage) {

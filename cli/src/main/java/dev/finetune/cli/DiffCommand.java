@@ -57,7 +57,7 @@ final class DiffCommand implements Callable<Integer> {
         changes.forEach(c -> out.println("  " + c.describe()));
         section(out, "batch plan", lines(before.describe()), lines(after.describe()));
         section(out, "memory plan", memory(before, a), memory(after, b));
-        return Main.OK;
+        return ExitCode.OK;
     }
 
     private static Path commonFolder(Path x, Path y) {

@@ -158,7 +158,7 @@ final class GenerateCommand implements Callable<Integer> {
                 print(prompts.get(p), completions.get(p), tokenizer);
             }
         }
-        return Main.OK;
+        return ExitCode.OK;
     }
 
     private List<long[]> parseIds() {

@@ -63,6 +63,6 @@ final class LaunchCommand implements Callable<Integer> {
         }
         spec.commandLine().getOut().printf("wrote %s: %d node(s) x %d GPU(s); submit with: sbatch %s%n", file,
                 launch.nnodes(), launch.nprocPerNode(), file);
-        return Main.OK;
+        return ExitCode.OK;
     }
 }

@@ -63,10 +63,6 @@ public final class Main implements Callable<Integer> {
         }
     }
 
-    public static final int OK = 0;
-    public static final int RUN_FAILED = 1;
-    public static final int BAD_INPUT = 2;
-
     @Spec
     CommandSpec spec;
 
@@ -81,7 +77,7 @@ public final class Main implements Callable<Integer> {
             spec.commandLine().usage(spec.commandLine().getErr());
             spec.commandLine().getErr().println("error: no recipe given (hint: finetune RECIPE.yaml to train, or a "
                     + "command such as finetune validate RECIPE.yaml; see the usage above)");
-            return BAD_INPUT;
+            return ExitCode.BAD_INPUT;
         }
         ValidatedRecipe validated = recipeArgs.load(launchOptions.shape());
         ValidateCommand.printWarnings(spec.commandLine().getErr(), validated.warnings());
@@ -144,7 +140,7 @@ public final class Main implements Callable<Integer> {
         if (launch.dryRun()) {
             out.print(FsdpBackend.dryRun(validated, launch, WorkerPython.find(launch.python(), System.getenv(),
                     System.getProperty("finetune.home"))));
-            return OK;
+            return ExitCode.OK;
         }
         FsdpBackend.Result result = FsdpBackend.train(validated,
                 new FsdpBackend.Settings(launch, run, out, java.util.Map.of(), allowCommands));
@@ -155,7 +151,7 @@ public final class Main implements Callable<Integer> {
                             100 * (result.lastEvalLoss() / result.firstEvalLoss() - 1)));
         }
         out.printf(Locale.ROOT, "saved %s to %s%n", String.join(", ", result.savedFiles()), result.outputDir());
-        return OK;
+        return ExitCode.OK;
     }
 
     /** Refuses, before anything is loaded or written, a recipe whose memory plan exceeds the device it names. */
@@ -197,7 +193,7 @@ public final class Main implements Callable<Integer> {
     int dispatchTraining(ValidatedRecipe validated, RunPlan plan) {
         SingleDeviceBackend.train(validated, new SingleDeviceBackend.Settings(samplePrompt, allowCommands,
                 spec.commandLine().getOut(), plan));
-        return OK;
+        return ExitCode.OK;
     }
 
     public static int execute(String... args) {
@@ -233,13 +229,13 @@ public final class Main implements Callable<Integer> {
                     errors.println("error: " + error.oneLine());
                 }
                 errors.flush();
-                return BAD_INPUT;
+                return ExitCode.BAD_INPUT;
             }
             if (e instanceof FsdpBackend.WorkerFailed failed) {
                 // The rank's own traceback is already printed above, tagged with its rank and host.
                 commandLine.getErr().println("error: run failed: " + failed.getMessage());
                 commandLine.getErr().flush();
-                return RUN_FAILED;
+                return ExitCode.RUN_FAILED;
             }
             if (e instanceof StopRequest.Stopped stopped) {
                 commandLine.getErr().println(stopped.getMessage());
@@ -248,7 +244,7 @@ public final class Main implements Callable<Integer> {
             // Anything else is our failure, not the user's: say so and keep the trace for the bug report.
             commandLine.getErr().println("error: run failed: " + e);
             e.printStackTrace(commandLine.getErr());
-            return RUN_FAILED;
+            return ExitCode.RUN_FAILED;
         });
         try {
             return cli.execute(args);

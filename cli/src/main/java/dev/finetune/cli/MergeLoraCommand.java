@@ -28,6 +28,6 @@ final class MergeLoraCommand implements Callable<Integer> {
         SavedModels.mergeLora(adapterDir, target);
         spec.commandLine().getOut().println("merged " + adapterDir + " into " + target);
         spec.commandLine().getOut().flush();
-        return Main.OK;
+        return ExitCode.OK;
     }
 }

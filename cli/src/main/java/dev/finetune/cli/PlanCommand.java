@@ -74,7 +74,7 @@ final class PlanCommand implements Callable<Integer> {
             out.println();
             out.print(run.describeTime());
         }
-        return plan.estimate().fits() ? Main.OK : Main.BAD_INPUT;
+        return plan.estimate().fits() ? ExitCode.OK : ExitCode.BAD_INPUT;
     }
 
     /**

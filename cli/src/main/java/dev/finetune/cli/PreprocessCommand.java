@@ -45,6 +45,6 @@ final class PreprocessCommand implements Callable<Integer> {
             OutputFolder.requireNoInput(Preprocess.folder(validated.recipe()), SingleDeviceBackend.inputs(validated));
         }
         Preprocess.run(validated, spec.commandLine().getOut());
-        return Main.OK;
+        return ExitCode.OK;
     }
 }

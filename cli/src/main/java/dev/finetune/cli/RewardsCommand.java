@@ -62,7 +62,7 @@ final class RewardsCommand implements Callable<Integer> {
             }
         }
         out.flush();
-        return Main.OK;
+        return ExitCode.OK;
     }
 
     private static String quoted(String text) {

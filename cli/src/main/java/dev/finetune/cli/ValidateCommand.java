@@ -74,7 +74,7 @@ final class ValidateCommand implements Callable<Integer> {
         }
         boolean single = paths.size() == 1 && Files.isRegularFile(paths.get(0));
         report.write(verdicts, single, spec.commandLine().getOut(), spec.commandLine().getErr());
-        return verdicts.stream().anyMatch(v -> !v.fragment() && !v.valid()) ? Main.BAD_INPUT : Main.OK;
+        return verdicts.stream().anyMatch(v -> !v.fragment() && !v.valid()) ? ExitCode.BAD_INPUT : ExitCode.OK;
     }
 
     private int flatten(List<RecipeFiles.Entry> files, List<String> overrides, ReportFormat report) {
@@ -86,10 +86,10 @@ final class ValidateCommand implements Callable<Integer> {
         PrintWriter err = spec.commandLine().getErr();
         TextReport.findings(verdict, err);
         if (!verdict.valid()) {
-            return Main.BAD_INPUT;
+            return ExitCode.BAD_INPUT;
         }
         spec.commandLine().getOut().print(verdict.validated().flatten(recipe.toAbsolutePath().normalize().getParent()));
-        return Main.OK;
+        return ExitCode.OK;
     }
 
     /** {@code key=value} or {@code a.b=value} that names no existing file: an override, as for training. */
