@@ -99,7 +99,7 @@ public final class Main implements Callable<Integer> {
         }
         if (launchOptions.dryRun) {
             out.println("dry run: nothing started");
-            return OK;
+            return ExitCode.OK;
         }
         return dispatchTraining(validated, run);
     }
