@@ -47,9 +47,12 @@ final class RecipeDiff {
         Object tree = new Yaml(new SafeConstructor(new LoaderOptions())).load(recipe.flatten(relativeTo));
         Map<String, Value> flat = new TreeMap<>();
         flatten(tree, "", flat);
+        String objective = recipe.recipe().objective().key();
         for (RecipeKeys.Key key : RecipeKeys.all()) {
             String name = key.name();
-            if (key.status() != RecipeKeys.Status.SUPPORTED || key.defaultValue().isEmpty() || name.contains("[]")
+            // the default of this recipe's objective (rl_beta: 0.1 for DPO, 0.0 for GRPO)
+            String defaultValue = key.defaultFor(objective);
+            if (key.status() != RecipeKeys.Status.SUPPORTED || defaultValue.isEmpty() || name.contains("[]")
                     || flat.containsKey(name) || flat.keySet().stream().anyMatch(k -> k.startsWith(name + ".") || k.startsWith(name + "["))) {
                 continue;
             }
@@ -57,7 +60,7 @@ final class RecipeDiff {
             if (dot > 0 && flat.keySet().stream().noneMatch(k -> k.startsWith(name.substring(0, dot + 1)))) {
                 continue;
             }
-            Object value = new Yaml(new SafeConstructor(new LoaderOptions())).load(key.defaultValue());
+            Object value = new Yaml(new SafeConstructor(new LoaderOptions())).load(defaultValue);
             flat.put(name, new Value(value, true));
         }
         return flat;

@@ -123,7 +123,7 @@ final class DataSection {
         r.string("name", null);
         r.node("data_files");
         r.string("ds_type", null);
-        String field = r.string("field", null);
+        String field = r.string("field");
         String fieldMessages = r.string("field_messages", null);
         Map<String, String> mappings = new LinkedHashMap<>();
         Mapping pm = r.mapping("message_property_mappings");
@@ -149,7 +149,10 @@ final class DataSection {
         }
         Map<String, String> roles = roles(r);
         List<String> rolesToTrain = r.strings("roles_to_train", false);
-        TrainOnEos trainOnEos = r.choice("train_on_eos", null, TrainOnEos.class);
+        if (rolesToTrain == null) {
+            rolesToTrain = r.defaultStrings("roles_to_train");
+        }
+        TrainOnEos trainOnEos = r.choice("train_on_eos", TrainOnEos.class);
         TrainOnEos trainOnEot = r.choice("train_on_eot", null, TrainOnEos.class);
         String chatTemplateJinja = r.string("chat_template_jinja", null);
         // Axolotl's rule for the recipe-wide pair, per dataset: a template text of its own means chat_template: jinja
@@ -206,7 +209,7 @@ final class DataSection {
                 fieldTools, fieldThinking, templateThinkingKey, splitThinking, messageFieldTraining,
                 messageFieldTrainingDetail);
         return new DatasetSpec(local, type, field, fieldMessages, Collections.unmodifiableMap(mappings),
-                rolesToTrain == null ? List.of("assistant") : rolesToTrain, trainOnEos, chatTemplate,
+                rolesToTrain, trainOnEos, chatTemplate,
                 m.where().label(), remote, split, fieldChosen, fieldRejected, chat);
     }
 

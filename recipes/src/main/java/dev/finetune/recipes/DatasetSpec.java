@@ -10,11 +10,12 @@ import java.util.Map;
  * @param path the local JSONL/JSON file or directory, resolved against the directory of the recipe file that
  *     named it; {@code null} when the dataset is remote (see {@code remote})
  * @param type how the rows read; {@code null} for pre-tokenized rows ({@code input_ids}, {@code labels})
- * @param field {@code completion}: the text field (default {@code text})
- * @param fieldMessages {@code chat_template}: the list field (default {@code messages})
+ * @param field {@code completion}: the text field (never null: the key table's default when not written)
+ * @param fieldMessages the message list field, or {@code null}: {@code chat_template} reads {@code messages}, preference
+ *     and prompt rows look for theirs in each row
  * @param messagePropertyMappings {@code chat_template}: our name → dataset name, e.g. {@code role → from}
- * @param rolesToTrain {@code chat_template}: roles whose tokens carry loss (default {@code [assistant]})
- * @param trainOnEos {@code chat_template}: which end-of-turn tokens carry loss, {@code null} for Axolotl's turn
+ * @param rolesToTrain {@code chat_template}: roles whose tokens carry loss (the key table's default when not written)
+ * @param trainOnEos {@code chat_template}: which end-of-turn tokens carry loss (the key table's default when not written)
  * @param chatTemplate per-dataset template name overriding the recipe's {@code chat_template}, or {@code null}
  * @param where the recipe location of this entry ({@code recipe.yaml:12:5}) for error messages
  * @param remote a hub dataset id or URL as written, or {@code null} when {@code path} is local

@@ -154,10 +154,56 @@ final class KeyReader {
      */
     private String tableDefault(String key) {
         Key spec = keys != null ? null : RecipeKeys.get(scope + key);
-        if (spec == null || spec.defaultValue().isEmpty()) {
-            throw new IllegalStateException("'" + scope + key + "' has no default in recipe-keys.tsv");
+        if (spec == null || spec.defaultValue().isEmpty() || spec.scoped()) {
+            throw new IllegalStateException("'" + scope + key + "' has no " + (spec != null && spec.scoped()
+                    ? "single default in recipe-keys.tsv (it depends on the objective: numberFor)"
+                    : "default in recipe-keys.tsv"));
         }
         return spec.defaultValue();
+    }
+
+    /**
+     * The key table's default of a key whose default depends on the objective ({@code rl_beta}), for a recipe of
+     * {@code objective} ({@link Recipe.Objective#key}).
+     */
+    double defaultNumber(String key, String objective) {
+        Key spec = RecipeKeys.get(scope + key);
+        String value = spec == null ? "" : spec.defaultFor(objective);
+        if (value.isEmpty()) {
+            throw new IllegalStateException("'" + scope + key + "' has no default for " + objective
+                    + " in recipe-keys.tsv");
+        }
+        return Double.parseDouble(value);
+    }
+
+    /** The table's default as written, for a reader that parses the key's value itself. */
+    String defaultText(String key) {
+        return tableDefault(key);
+    }
+
+    /** The table's default of a list key ({@code [assistant]}), as a list. */
+    List<String> defaultStrings(String key) {
+        return parseList(key, tableDefault(key));
+    }
+
+    /** The table's default of a list key whose default belongs to one objective ({@code dpo=[sigmoid]}). */
+    List<String> defaultStrings(String key, String objective) {
+        Key spec = RecipeKeys.get(scope + key);
+        String value = spec == null ? "" : spec.defaultFor(objective);
+        if (value.isEmpty()) {
+            throw new IllegalStateException("'" + scope + key + "' has no default for " + objective
+                    + " in recipe-keys.tsv");
+        }
+        return parseList(key, value);
+    }
+
+    private List<String> parseList(String key, String value) {
+        String text = value.strip();
+        if (!text.startsWith("[") || !text.endsWith("]")) {
+            throw new IllegalStateException("'" + scope + key + "' default is not a list: " + text);
+        }
+        return java.util.Arrays.stream(text.substring(1, text.length() - 1).split(",")).map(String::strip)
+                .filter(s -> !s.isEmpty()).toList();
     }
 
     /** A text value, or the table's default. */
@@ -377,7 +423,7 @@ final class KeyReader {
     /** A plausible value for messages: the table's default, else a typical setting. */
     private String example(String key) {
         Key spec = keys != null ? null : RecipeKeys.get(scope + key);
-        if (spec != null && !spec.defaultValue().isEmpty()) {
+        if (spec != null && !spec.defaultValue().isEmpty() && !spec.scoped()) {
             return spec.defaultValue();
         }
         return switch (key) {

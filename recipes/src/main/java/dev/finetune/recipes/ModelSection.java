@@ -6,7 +6,6 @@ import dev.finetune.recipes.YamlNode.Sequence;
 import dev.finetune.recipes.model.ModelSource;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -147,13 +146,11 @@ final class ModelSection {
         Boolean fanInFanOut = top.bool("lora_fan_in_fan_out");
         boolean rslora = top.bool("peft_use_rslora");
         Mapping bnb = top.mapping("bnb_config_kwargs");
-        boolean doubleQuant = true;
-        if (bnb != null) {
-            KeyReader b = new KeyReader(bnb, "bnb_config_kwargs.", problems);
-            doubleQuant = b.bool("bnb_4bit_use_double_quant");
-            b.choice("bnb_4bit_quant_type", null, List.of("nf4"));
-            b.finish();
-        }
+        KeyReader b = new KeyReader(bnb != null ? bnb : new Mapping(Map.of(), top.where()), "bnb_config_kwargs.",
+                problems);
+        boolean doubleQuant = b.bool("bnb_4bit_use_double_quant");
+        b.choice("bnb_4bit_quant_type", null, List.of("nf4"));
+        b.finish();
         if (in8) {
             problems.error(top.at("load_in_8bit"), "load_in_8bit is unsupported: finetune stores frozen weights in NF4 only",
                     "use adapter: qlora with load_in_4bit: true (or adapter: lora without quantization)");
@@ -177,21 +174,22 @@ final class ModelSection {
             }
             return new AdapterSpec.Full();
         }
-        if (!adapter.equals("lora") && !adapter.equals("qlora")) {
+        AdapterType type = AdapterType.of(adapter);
+        if (type == null) {
             if (adapter.equals("llama-adapter")) {
                 problems.error(top.at("adapter"), "adapter: llama-adapter is unsupported", "use adapter: lora");
             } else {
-                String close = Suggestions.closest(adapter, List.of("lora", "qlora"));
+                String close = Suggestions.closest(adapter, AdapterType.keys());
                 problems.error(top.at("adapter"), "adapter is '" + adapter + "', which is neither lora nor qlora",
                         close != null ? "did you mean '" + close + "'?" : "use adapter: lora or adapter: qlora, or remove it for a full fine-tune");
             }
             return new AdapterSpec.Full();
         }
-        if (adapter.equals("qlora") && !in4) {
+        if (type == AdapterType.QLORA && !in4) {
             problems.error(top.at("adapter"), "adapter: qlora needs load_in_4bit: true (the base weights are stored as NF4)",
                     "add 'load_in_4bit: true', or use adapter: lora");
         }
-        if (adapter.equals("lora") && in4) {
+        if (type == AdapterType.LORA && in4) {
             problems.warn(top.at("load_in_4bit"), "adapter: lora with load_in_4bit: true is QLoRA",
                     "write adapter: qlora to say so");
         }

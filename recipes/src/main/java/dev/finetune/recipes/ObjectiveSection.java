@@ -6,15 +6,11 @@ import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
-import java.util.Set;
 
 /**
  * What the loss is: {@code rl} with its {@code trl:} block, DPO keys and GRPO reward functions.
  */
 final class ObjectiveSection {
-    static final List<String> RL_SUPPORTED = List.of("dpo", "grpo");
-    static final Set<String> RL_OTHER = Set.of("kto", "orpo", "simpo", "gdpo", "ebft");
-
     private final Problems problems;
     private final Path recipeDir;
 
@@ -38,7 +34,7 @@ final class ObjectiveSection {
                     + ") disagree", "keep only one of them");
         }
         Double beta = rlBeta != null ? rlBeta : trlBeta;
-        Integer numGenerations = trl.integer("num_generations", null, 2);
+        int numGenerations = trl.integer("num_generations", 2);
         Integer generationBatch = trl.integer("generation_batch_size", null, 1);
         Integer maxCompletion = trl.integer("max_completion_length", 1);
         Double temperature = trl.number("temperature", Double.MIN_VALUE, Double.MAX_VALUE);
@@ -47,25 +43,23 @@ final class ObjectiveSection {
         List<RewardSpec> rewardFuncs = rewardNode == null ? null : RewardSpecs.read(rewardNode, recipeDir, problems);
         YamlNode weightsNode = trl.node("reward_weights");
         ScaleRewards scaleRewards = scaleRewards(trl);
-        GrpoLossType grpoLoss = GrpoLossType.DAPO;
-        String lossName = trl.string("loss_type", null);
-        if (lossName != null) {
-            grpoLoss = GrpoLossType.of(lossName);
-            if (grpoLoss == null) {
-                String close = Suggestions.closest(lossName, GrpoLossType.keys());
-                problems.error(trl.at("loss_type"), "trl.loss_type '" + lossName + "' is not one finetune trains",
-                        close != null ? "did you mean '" + close + "'?" : "use one of " + GrpoLossType.keys()
-                                + " (TRL's sapo, cispo, vespo, luspo are not implemented)");
-                grpoLoss = GrpoLossType.DAPO;
-            }
+        GrpoLossType defaultLoss = GrpoLossType.of(trl.defaultText("loss_type"));
+        String lossName = trl.string("loss_type");
+        GrpoLossType grpoLoss = GrpoLossType.of(lossName);
+        if (grpoLoss == null) {
+            String close = Suggestions.closest(lossName, GrpoLossType.keys());
+            problems.error(trl.at("loss_type"), "trl.loss_type '" + lossName + "' is not one finetune trains",
+                    close != null ? "did you mean '" + close + "'?" : "use one of " + GrpoLossType.keys()
+                            + " (TRL's sapo, cispo, vespo, luspo are not implemented)");
+            grpoLoss = defaultLoss;
         }
         Double epsilonHigh = trl.number("epsilon_high", null, 0, Double.MAX_VALUE);
         Double delta = trl.number("delta", null, 1, Double.MAX_VALUE);
         Integer topK = trl.integer("top_k", 0);
         Double topP = trl.number("top_p", Double.MIN_VALUE, 1);
-        Double minP = trl.number("min_p", null, 0, 1);
+        double minP = trl.number("min_p", 0, 1);
         Double repetitionPenalty = trl.number("repetition_penalty", Double.MIN_VALUE, Double.MAX_VALUE);
-        boolean maskTruncated = trl.bool("mask_truncated_completions", false);
+        boolean maskTruncated = trl.bool("mask_truncated_completions");
         boolean biasCorrectedKl = trl.bool("use_bias_correction_kl");
         boolean useVllm = trl.bool("use_vllm");
         trl.finish();
@@ -75,27 +69,29 @@ final class ObjectiveSection {
             }
             return new Recipe.Objective.Sft();
         }
-        if (rl.equals("ipo")) {
-            problems.warn(top.at("rl"), "rl: ipo is deprecated in Axolotl", "write rl: dpo with dpo_loss_type: [ipo]");
-            if (lossTypes == null) {
-                lossTypes = List.of("ipo");
-            }
-            rl = "dpo";
-        }
-        if (RL_OTHER.contains(rl)) {
-            problems.error(top.at("rl"), "rl: " + rl + " is unsupported: finetune trains sft, dpo and grpo",
-                    rl.equals("ipo") ? "use rl: dpo" : "use rl: dpo (preference pairs) or rl: grpo (reward functions)");
-            return null;
-        }
-        if (!RL_SUPPORTED.contains(rl)) {
-            String close = Suggestions.closest(rl, List.of("dpo", "grpo", "ipo", "kto", "orpo", "simpo", "gdpo", "ebft"));
+        RlType type = RlType.of(rl);
+        if (type == null) {
+            String close = Suggestions.closest(rl, RlType.keys());
             problems.error(top.at("rl"), "rl is '" + rl + "', which is not an objective Axolotl knows",
                     close != null ? "did you mean '" + close + "'?" : "use rl: dpo or rl: grpo, or remove rl for SFT");
             return null;
         }
-        if (rl.equals("dpo")) {
-            return dpo(top, lossTypes, lossWeights, beta == null ? 0.1 : beta, rlBeta != null, labelSmoothing,
-                    precompute);
+        if (!type.trained()) {
+            problems.error(top.at("rl"), "rl: " + rl + " is unsupported: finetune trains sft, dpo and grpo",
+                    "use rl: dpo (preference pairs) or rl: grpo (reward functions)");
+            return null;
+        }
+        if (type == RlType.IPO) {
+            problems.warn(top.at("rl"), "rl: ipo is deprecated in Axolotl", "write rl: dpo with dpo_loss_type: [ipo]");
+            if (lossTypes == null) {
+                lossTypes = List.of("ipo");
+            }
+            type = RlType.DPO;
+        }
+        if (type == RlType.DPO) {
+            return dpo(top, lossTypes == null || lossTypes.isEmpty() ? top.defaultStrings("dpo_loss_type", "dpo") : lossTypes,
+                    lossTypes != null, lossWeights, beta == null ? top.defaultNumber("rl_beta", "dpo") : beta,
+                    rlBeta != null, labelSmoothing, precompute);
         }
         if (lossTypes != null) {
             problems.error(top.at("dpo_loss_type"), "dpo_loss_type only applies to rl: dpo", "remove it");
@@ -132,18 +128,18 @@ final class ObjectiveSection {
             problems.error(weightsNode.where(), "trl.reward_weights must be a list, got " + YamlNode.describe(weightsNode),
                     "write e.g. reward_weights: [1.0]");
         }
-        return new Recipe.Objective.Grpo(numGenerations == null ? 8 : numGenerations, generationBatch, maxCompletion,
-                temperature, beta == null ? 0.0 : beta, epsilon, rewardFuncs == null ? List.of() : rewardFuncs,
-                List.copyOf(weights), scaleRewards, useVllm, grpoLoss, epsilonHigh == null ? epsilon : epsilonHigh, delta,
-                new Recipe.Objective.Sampling(topK, topP, minP == null ? 0 : minP, repetitionPenalty),
-                maskTruncated, biasCorrectedKl);
+        return new Recipe.Objective.Grpo(numGenerations, generationBatch, maxCompletion, temperature,
+                beta == null ? top.defaultNumber("rl_beta", "grpo") : beta, epsilon,
+                rewardFuncs == null ? List.of() : rewardFuncs, List.copyOf(weights), scaleRewards, useVllm, grpoLoss,
+                epsilonHigh == null ? epsilon : epsilonHigh, delta,
+                new Recipe.Objective.Sampling(topK, topP, minP, repetitionPenalty), maskTruncated, biasCorrectedKl);
     }
 
     /** {@code trl.scale_rewards}: group, batch or none, or a boolean as TRL reads one (true = group). */
     private ScaleRewards scaleRewards(KeyReader trl) {
         YamlNode node = trl.node("scale_rewards");
         if (node == null) {
-            return ScaleRewards.GROUP;
+            return ScaleRewards.of(trl.defaultText("scale_rewards"));
         }
         if (node instanceof YamlNode.Scalar scalar) {
             String text = String.valueOf(scalar.value()).toLowerCase(java.util.Locale.ROOT);
@@ -167,10 +163,10 @@ final class ObjectiveSection {
      * The DPO loss as TRL sums it: {@code dpo_loss_type} names TRL's loss types, {@code dpo_loss_weights} weighs
      * them (one weight each), and the parameters each type needs are checked as TRL checks them.
      */
-    private Recipe.Objective.Dpo dpo(KeyReader top, List<String> names, YamlNode weightsNode, double beta,
-            boolean betaFromRlBeta, double labelSmoothing, boolean precompute) {
+    private Recipe.Objective.Dpo dpo(KeyReader top, List<String> names, boolean namesWritten, YamlNode weightsNode,
+            double beta, boolean betaFromRlBeta, double labelSmoothing, boolean precompute) {
         List<DpoLossType> types = new ArrayList<>();
-        for (String name : names == null || names.isEmpty() ? List.of("sigmoid") : names) {
+        for (String name : names) {
             DpoLossType type = DpoLossType.of(name);
             if (type == null) {
                 String close = Suggestions.closest(name, DpoLossType.keys());
@@ -190,9 +186,9 @@ final class ObjectiveSection {
                 }
                 weights.add(v == null ? 1.0 : v);
             }
-            if (names == null || weights.size() != names.size()) {
+            if (!namesWritten || weights.size() != names.size()) {
                 problems.error(weightsNode.where(), "dpo_loss_weights has " + weights.size() + " weights for "
-                        + (names == null ? 1 : names.size()) + " dpo_loss_type entries",
+                        + names.size() + " dpo_loss_type entries",
                         "give one weight per loss type, e.g. dpo_loss_type: [sigmoid, sft] with dpo_loss_weights: [1.0, 0.5]");
             }
         } else if (weightsNode != null) {

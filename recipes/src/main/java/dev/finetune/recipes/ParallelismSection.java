@@ -22,7 +22,7 @@ final class ParallelismSection {
     }
 
     Recipe.Precision precision(KeyReader top) {
-        Flag bf16 = top.flag("bf16", Flag.AUTO);
+        Flag bf16 = top.flag("bf16");
         // Axolotl reads bfloat16 as bf16 (dtype and mixed precision both: "bf16 or bfloat16")
         if (top.bool("bfloat16") && bf16 != Flag.TRUE) {
             if (bf16 == Flag.FALSE) {
@@ -31,8 +31,8 @@ final class ParallelismSection {
             }
             bf16 = Flag.TRUE;
         }
-        Flag fp16 = top.flag("fp16", Flag.FALSE);
-        Flag tf32 = top.flag("tf32", Flag.AUTO);
+        Flag fp16 = top.flag("fp16");
+        Flag tf32 = top.flag("tf32");
         if (bf16 == Flag.TRUE && fp16 == Flag.TRUE) {
             problems.error(top.at("fp16"), "bf16 and fp16 are both true: a run computes in one of them",
                     "keep bf16: true and remove fp16 (or the other way round on GPUs without bfloat16)");
@@ -55,8 +55,9 @@ final class ParallelismSection {
         }
         KeyReader h = new KeyReader(m, "hardware.", problems);
         boolean cpu = h.bool("cpu");
-        Integer gpus = h.integer("gpus", null, 1, Recipe.Hardware.MAX_GPUS_PER_NODE);
-        Integer nodes = h.integerIn("nodes", 1, Recipe.Hardware.MAX_NODES);
+        boolean gpusWritten = h.has("gpus");
+        int gpus = h.integerIn("gpus", 1, Recipe.Hardware.MAX_GPUS_PER_NODE);
+        int nodes = h.integerIn("nodes", 1, Recipe.Hardware.MAX_NODES);
         String memory = h.string("gpu_memory", null);
         String gpu = h.string("gpu_type", null);
         Double tflops = h.number("gpu_tflops", null, Double.MIN_VALUE, 1e6);
@@ -84,7 +85,7 @@ final class ParallelismSection {
             bytes = Math.round(accelerator.memoryGib() * (1L << 30));
         }
         if (cpu) {
-            if (gpus != null) {
+            if (gpusWritten) {
                 problems.error(h.at("gpus"), "hardware sets both cpu: true and gpus", "keep one of them");
             }
             for (String gpuOnly : List.of("gpu_type", "gpu_tflops", "cost_per_gpu_hour")) {
@@ -95,7 +96,7 @@ final class ParallelismSection {
             }
             return new Recipe.Hardware.Cpu(new Recipe.Hardware.Throughput(null, null, utilization, null));
         }
-        return new Recipe.Hardware.Gpus(gpus == null ? 1 : gpus, nodes == null ? 1 : nodes, bytes,
+        return new Recipe.Hardware.Gpus(gpus, nodes, bytes,
                 new Recipe.Hardware.Throughput(accelerator != null ? accelerator.name() : null, tflops, utilization, cost));
     }
 
@@ -107,15 +108,15 @@ final class ParallelismSection {
         List<String> fsdpList = top.strings("fsdp", true);
         Integer topVersion = top.integer("fsdp_version", null, 1);
         Mapping config = top.mapping("fsdp_config");
-        Integer cp = top.integer("context_parallel_size", 1);
-        Integer tp = top.integer("tensor_parallel_size", 1);
+        int cp = top.integer("context_parallel_size", 1);
+        int tp = top.integer("tensor_parallel_size", 1);
         this.shardSize = top.integer("dp_shard_size", null, 1);
         Integer replicate = top.integer("dp_replicate_size", null, 1);
-        if (cp != null && cp > 1) {
+        if (cp > 1) {
             problems.error(top.at("context_parallel_size"), "context_parallel_size > 1 is unsupported",
                     "remove it (sequences stay on one device; use gradient_checkpointing for long contexts)");
         }
-        if (tp != null && tp > 1) {
+        if (tp > 1) {
             problems.error(top.at("tensor_parallel_size"), "tensor_parallel_size > 1 is unsupported",
                     "shard with fsdp_version: 2 instead");
         }
@@ -130,7 +131,7 @@ final class ParallelismSection {
             if (topVersion != null) {
                 problems.warn(top.at("fsdp_version"), "fsdp_version has no effect without fsdp_config", "add fsdp_config: or remove fsdp_version");
             }
-            return new Recipe.Distributed(null, cp == null ? 1 : cp, tp == null ? 1 : tp);
+            return new Recipe.Distributed(null, cp, tp);
         }
         KeyReader f = new KeyReader(config == null ? new Mapping(Map.of(), top.at("fsdp")) : config, "fsdp_config.", problems);
         if (config != null) {
@@ -182,7 +183,7 @@ final class ParallelismSection {
                     + " (bitsandbytes) optimizer state", "use optimizer: adamw_torch_8bit");
         }
         return new Recipe.Distributed(new Recipe.Fsdp(version, offload, reshard, activationCheckpointing, ramEfficient,
-                stateDict, wrap, cls), cp == null ? 1 : cp, tp == null ? 1 : tp);
+                stateDict, wrap, cls), cp, tp);
     }
 
     Recipe.Backend backend(KeyReader top, Recipe.Hardware hardware, Recipe.Distributed distributed,

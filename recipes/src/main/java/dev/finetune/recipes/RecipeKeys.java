@@ -38,8 +38,35 @@ public final class RecipeKeys {
         UNKNOWN
     }
 
-    /** @param note the doc line; for ignored/unsupported/removed/unknown keys the reason or the fix */
-    public record Key(String name, String type, String defaultValue, Status status, String target, String note) {}
+    /**
+     * @param defaultValue the default as written in the table: empty for none, or per objective where the objectives
+     *     differ ({@code dpo=0.1; grpo=0.0}: read it with {@link #defaultFor})
+     * @param note the doc line; for ignored/unsupported/removed/unknown keys the reason or the fix
+     */
+    public record Key(String name, String type, String defaultValue, Status status, String target, String note) {
+
+        /** Whether the default depends on the objective ({@code rl_beta}: TRL's DPO and GRPO differ). */
+        public boolean scoped() {
+            return defaultValue.contains("=");
+        }
+
+        /**
+         * The default for a recipe of {@code objective} ({@code sft}, {@code dpo}, {@code grpo}: {@code
+         * Recipe.Objective.key()}); empty when there is none for it.
+         */
+        public String defaultFor(String objective) {
+            if (!scoped()) {
+                return defaultValue;
+            }
+            for (String part : defaultValue.split(";")) {
+                String[] pair = part.strip().split("=", 2);
+                if (pair[0].strip().equals(objective)) {
+                    return pair[1].strip();
+                }
+            }
+            return "";
+        }
+    }
 
     private static final Map<String, Key> KEYS = load();
 

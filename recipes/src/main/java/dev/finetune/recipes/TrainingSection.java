@@ -77,8 +77,8 @@ final class TrainingSection {
             }
             scheduler = LrScheduler.COSINE;
         }
-        double minLrRatio = top.number("cosine_min_lr_ratio", 0.0, 0, 1);
-        double constantRatio = top.number("cosine_constant_lr_ratio", 0.0, 0, 1);
+        double minLrRatio = top.number("cosine_min_lr_ratio", 0, 1);
+        double constantRatio = top.number("cosine_constant_lr_ratio", 0, 1);
         boolean quadratic = top.bool("lr_quadratic_warmup");
         if (quadratic && scheduler != LrScheduler.COSINE) {
             problems.warn(top.at("lr_quadratic_warmup"), "lr_quadratic_warmup has no effect with lr_scheduler: "
@@ -121,7 +121,7 @@ final class TrainingSection {
         double beta2 = top.number("adam_beta2", 0, 0.999999);
         double eps = top.number("adam_epsilon", Double.MIN_VALUE, 1);
         double maxGradNorm = top.number("max_grad_norm", 0, Double.MAX_VALUE);
-        boolean checkpointing = false;
+        boolean checkpointing = Boolean.parseBoolean(top.defaultText("gradient_checkpointing"));
         YamlNode gc = top.node("gradient_checkpointing");
         if (gc instanceof Scalar s && s.value() instanceof Boolean b) {
             checkpointing = b;

@@ -28,6 +28,8 @@ class ChoiceDocsTest {
         keys.put("dpo_loss_type", DpoLossType.keys());
         keys.put("trl.loss_type", GrpoLossType.keys());
         keys.put("trl.scale_rewards", ScaleRewards.keys());
+        keys.put("adapter", AdapterType.keys());
+        keys.put("rl", Arrays.stream(RlType.values()).filter(RlType::trained).map(RlType::key).toList());
         return keys;
     }
 

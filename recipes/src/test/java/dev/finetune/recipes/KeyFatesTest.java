@@ -146,7 +146,8 @@ class KeyFatesTest {
         if (given != null) {
             return given;
         }
-        String d = k.defaultValue();
+        // a default per objective (rl_beta: dpo=0.1; grpo=0.0): a sample away from all of them
+        String d = k.scoped() ? "" : k.defaultValue();
         return switch (k.type()) {
             case "bool", "bool|auto", "string|bool" -> d.equalsIgnoreCase("true") ? "false" : "true";
             case "int" -> d.isEmpty() ? "3" : Long.toString(Long.parseLong(d) + 1);

@@ -27,7 +27,7 @@ public final class RecipeSetup {
         requireTargets(recipe.adapter(), model);
         Recipe.Training t = recipe.training();
         return new TrainingSetup(modelName, model, recipe.adapter(), regime != null ? regime : run.precision(),
-                t.optimizer() != null ? t.optimizer() : Recipe.Optimizer.ADAMW_TORCH, micro, accumulation,
+                t.optimizer(), micro, accumulation,
                 t.sequenceLen(), run.activationCheckpointing(), objective(recipe.objective(), generationBatch),
                 run.sharding(recipe), run.devices(), run.backend() == ResolvedRun.Backend.SINGLE
                         ? Kernels.singleDevice(singleDeviceLoss(recipe, run.precision(), model)) : Kernels.ours(), run.reference());

@@ -47,7 +47,9 @@ class RecipeSetupTest {
                 new Recipe.Model("meta-llama/Llama-3.1-8B", null, null, false, Map.of(), null, null, List.of(), Map.of(), null),
                 adapter,
                 new Recipe.Data(List.of(), List.of(), 0, null, false, Recipe.ExcessLength.DROP, false, DataSelection.DEFAULTS),
-                new Recipe.Training(2048, true, true, 2048, true, 1, null, 2e-4, dev.finetune.recipes.LrScheduler.COSINE, 0, 0, false, null, null, optimizer, 0, 0.9, 0.999,
+                new Recipe.Training(2048, true, true, 2048, true, 1, null, 2e-4, dev.finetune.recipes.LrScheduler.COSINE, 0, 0, false, null, null, 
+                        // null: the optimizer a recipe gets when it names none (the key table's default)
+                        optimizer != null ? optimizer : Recipe.Optimizer.ADAMW_TORCH_FUSED, 0, 0.9, 0.999,
                         1e-8, 1.0, checkpointing, 42, true, null, 3),
                 new Recipe.Batch(2, 4, null, null),
                 new Recipe.Precision(bf16, Recipe.Flag.FALSE, Recipe.Flag.AUTO),

@@ -42,9 +42,10 @@ final class ChatTemplateFormat implements RowFormat {
         this.tokenizer = tokenizer;
         this.template = template(spec, options, tokenizer);
         this.conversations = new Conversations(spec, options.templates());
-        List<String> roles = spec.rolesToTrain() == null ? List.of("assistant") : spec.rolesToTrain();
-        this.rolesToTrain = roles.stream().map(conversations::role).collect(Collectors.toUnmodifiableSet());
-        this.trainOnEos = spec.trainOnEos() != null ? spec.trainOnEos() : TrainOnEos.TURN;
+        // both as the recipe reader resolved them, the key table's defaults included
+        this.rolesToTrain = spec.rolesToTrain().stream().map(conversations::role)
+                .collect(Collectors.toUnmodifiableSet());
+        this.trainOnEos = spec.trainOnEos();
         // Axolotl: train_on_eot follows train_on_eos unless written
         this.trainOnEot = spec.chat().trainOnEot() != null ? spec.chat().trainOnEot() : trainOnEos;
         this.trainOnInputs = options.trainOnInputs();

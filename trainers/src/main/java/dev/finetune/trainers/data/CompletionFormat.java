@@ -7,13 +7,10 @@ import java.util.Arrays;
 import java.util.List;
 
 /**
- * {@code type: completion}: raw text from {@code field} (default {@code text}), every token learned. As in Axolotl,
+ * {@code type: completion}: raw text from {@code datasets[].field} (its default is the key table's), every token learned. As in Axolotl,
  * BOS and EOS frame the text and a text longer than sequence_len becomes several examples instead of being cut.
  */
 record CompletionFormat(Tokenizer tokenizer, String field, int sequenceLen) implements RowFormat {
-    CompletionFormat {
-        field = field == null || field.isBlank() ? "text" : field;
-    }
 
     @Override
     public List<Example> examples(JsonObject row) {

@@ -52,11 +52,14 @@ class DataPipelineTest {
     }
 
     static DatasetSpec spec(Path path, String type) {
-        return new DatasetSpec(path, DatasetType.named(type), null, null, null, null, null, null, "recipe.yaml:4:5", null, "train", null, null);
+        return new DatasetSpec(path, DatasetType.named(type), DataDefaults.FIELD, null, null, DataDefaults.ROLES_TO_TRAIN,
+                DataDefaults.TRAIN_ON_EOS, null, "recipe.yaml:4:5", null, "train", null, null);
     }
 
     static DatasetSpec chat(Path path, String template, List<String> roles, TrainOnEos trainOnEos) {
-        return new DatasetSpec(path, DatasetType.CHAT_TEMPLATE, null, null, null, roles, trainOnEos, template, "recipe.yaml:4:5", null, "train", null, null);
+        return new DatasetSpec(path, DatasetType.CHAT_TEMPLATE, DataDefaults.FIELD, null, null,
+                roles != null ? roles : DataDefaults.ROLES_TO_TRAIN, trainOnEos != null ? trainOnEos : DataDefaults.TRAIN_ON_EOS,
+                template, "recipe.yaml:4:5", null, "train", null, null);
     }
 
     static PreparedData prepare(DataOptions options, DatasetSpec... specs) {
@@ -147,8 +150,9 @@ class DataPipelineTest {
     void chatTemplateFieldMappingsAliasesAndSystemField() throws IOException {
         Path data = write("sharegpt.jsonl", "{\"system\": \"Be kind.\", \"conversations\": ["
                 + "{\"from\": \"human\", \"value\": \"Hi\"}, {\"from\": \"gpt\", \"value\": \"Hello there.\"}]}");
-        DatasetSpec spec = new DatasetSpec(data, DatasetType.CHAT_TEMPLATE, null, "conversations", Map.of("role", "from", "content", "value"),
-                null, null, "chatml", "recipe.yaml:4:5", null, "train", null, null);
+        DatasetSpec spec = new DatasetSpec(data, DatasetType.CHAT_TEMPLATE, DataDefaults.FIELD, "conversations",
+                Map.of("role", "from", "content", "value"), DataDefaults.ROLES_TO_TRAIN, DataDefaults.TRAIN_ON_EOS, "chatml",
+                "recipe.yaml:4:5", null, "train", null, null);
         PreparedData prepared = prepare(DataDefaults.options(), spec);
         Example example = prepared.train().get(0);
         String rendered = "<|im_start|>system\nBe kind.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello there.<|im_end|>\n";
@@ -164,8 +168,9 @@ class DataPipelineTest {
         Path template = write("t.jinja", "{% for m in messages %}[{{ m.role }}{% if m.name %} {{ m.name }}{% endif %}]"
                 + "{% if m.reasoning_content %}<think>{{ m.reasoning_content }}</think>{% endif %}{{ m.content }}"
                 + "{% if m.score is defined %} ({{ m.score }}){% endif %}{% endfor %}");
-        DatasetSpec spec = new DatasetSpec(data, DatasetType.CHAT_TEMPLATE, null, null, Map.of("reasoning_content", "thought"), null, null,
-                "jinja", "recipe.yaml:4:5", null, "train", null, null);
+        DatasetSpec spec = new DatasetSpec(data, DatasetType.CHAT_TEMPLATE, DataDefaults.FIELD, null,
+                Map.of("reasoning_content", "thought"), DataDefaults.ROLES_TO_TRAIN, DataDefaults.TRAIN_ON_EOS, "jinja",
+                "recipe.yaml:4:5", null, "train", null, null);
         Example example = prepare(DataDefaults.options().withChatTemplate("jinja", template.toString()), spec).train().get(0);
         assertArrayEquals(tokenizer.encode("[user Sue]Why?[assistant]<think>Think.</think>Because. (3)", false), example.inputIds());
         assertEquals(List.of("Because."), runs(example));
@@ -381,7 +386,8 @@ class DataPipelineTest {
         assertTrue(unknown.hint().contains("chat_template"), unknown.hint());
         UserError absent = assertThrows(UserError.class, () -> prepare(DataDefaults.options(), spec(dir.resolve("nope.jsonl"), "alpaca")));
         assertEquals("recipe.yaml:4:5", absent.where());
-        DatasetSpec hub = new DatasetSpec(null, DatasetType.ALPACA, null, null, null, null, null, null, "recipe.yaml:4:5", "tatsu-lab/alpaca", "train", null, null);
+        DatasetSpec hub = new DatasetSpec(null, DatasetType.ALPACA, DataDefaults.FIELD, null, null, DataDefaults.ROLES_TO_TRAIN,
+                DataDefaults.TRAIN_ON_EOS, null, "recipe.yaml:4:5", "tatsu-lab/alpaca", "train", null, null);
         UserError remote = assertThrows(UserError.class, () -> prepare(DataDefaults.options(), hub));
         assertTrue(remote.getMessage().contains("tatsu-lab/alpaca"), remote.getMessage());
         DatasetSpec testSplit = new DatasetSpec(data, null, null, null, null, null, null, null, "recipe.yaml:4:5", null, "test", null, null);

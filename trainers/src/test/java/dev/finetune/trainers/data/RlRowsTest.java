@@ -36,8 +36,8 @@ class RlRowsTest {
     }
 
     private static DatasetSpec spec(Path file, String type) {
-        return new DatasetSpec(file, DatasetType.named(type), null, null, null, null, null, null, "recipe.yaml:4:5", null, "train", null,
-                null);
+        return new DatasetSpec(file, DatasetType.named(type), DataDefaults.FIELD, null, null, DataDefaults.ROLES_TO_TRAIN,
+                DataDefaults.TRAIN_ON_EOS, null, "recipe.yaml:4:5", null, "train", null, null);
     }
 
     private static long[] ids(String text, boolean bos) {

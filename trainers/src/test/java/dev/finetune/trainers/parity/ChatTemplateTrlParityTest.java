@@ -59,7 +59,8 @@ class ChatTemplateTrlParityTest {
         Example ours;
         List<String> pieces = new ArrayList<>();
         try (Tokenizer tokenizer = Tokenizer.load(qwenLike)) {
-            DatasetSpec spec = new DatasetSpec(data, DatasetType.CHAT_TEMPLATE, null, null, null, null, null, "qwen_25",
+            DatasetSpec spec = new DatasetSpec(data, DatasetType.CHAT_TEMPLATE, DataDefaults.FIELD, null, null,
+                    DataDefaults.ROLES_TO_TRAIN, DataDefaults.TRAIN_ON_EOS, "qwen_25",
                     "recipe.yaml:4:5", null, "train", null, null);
             ours = DataPipeline.prepare(List.of(spec), DataDefaults.options().withSamplePacking(false), tokenizer)
                     .train().get(0);

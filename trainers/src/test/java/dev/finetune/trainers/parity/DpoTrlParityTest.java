@@ -110,7 +110,8 @@ class DpoTrlParityTest {
 
         Map<String, Map<String, Double>> ours = new LinkedHashMap<>();
         try (Tokenizer tokenizer = Tokenizer.load(modelDir); NDManager manager = NDManager.newBaseManager()) {
-            DatasetSpec spec = new DatasetSpec(pairsFile, DatasetType.PASSTHROUGH, null, null, null, null, null, null,
+            DatasetSpec spec = new DatasetSpec(pairsFile, DatasetType.PASSTHROUGH, DataDefaults.FIELD, null, null,
+                    DataDefaults.ROLES_TO_TRAIN, DataDefaults.TRAIN_ON_EOS, null,
                     "recipe.yaml:1:1", null, "train", null, null);
             List<PreferencePair> pairs = RlRows.preferences(List.of(spec), DataDefaults.options(), tokenizer).train();
             int padId = tokenizer.special().eosId();
