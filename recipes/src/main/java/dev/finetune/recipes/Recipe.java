@@ -118,27 +118,11 @@ public record Recipe(
             Integer batchSize,
             Integer evalBatchSize) {}
 
-    /** {@code bf16}, {@code fp16}, {@code tf32} as written: {@code auto} is resolved against the hardware. */
-    public record Precision(Flag bf16, Flag fp16, Flag tf32) {
-
-        /**
-         * Whether weights and activations are 16-bit on this kind of device ({@code bf16: auto} means yes on a GPU);
-         * what that costs per parameter is the plan's {@code PrecisionRegime}.
-         */
-        public boolean sixteenBit(boolean gpu) {
-            return bf16 == Flag.TRUE || fp16 == Flag.TRUE || (bf16 == Flag.AUTO && gpu);
-        }
-
-        /**
-         * Whether the CPU trainer computes in bfloat16 mixed precision: matrix multiplies and attention in bfloat16,
-         * weights, gradients, optimizer state and the residual stream in float32, as torch's CPU autocast runs a
-         * model. Only {@code bf16: true}: {@code auto} means float32 on a CPU, as Axolotl's {@code auto} looks for a
-         * GPU.
-         */
-        public boolean bfloat16OnCpu() {
-            return bf16 == Flag.TRUE;
-        }
-    }
+    /**
+     * {@code bf16}, {@code fp16}, {@code tf32} as written: {@code auto} is resolved against the device, once, into the
+     * run's precision regime ({@link ResolvedRun#precision}).
+     */
+    public record Precision(Flag bf16, Flag fp16, Flag tf32) {}
 
     public enum Flag { TRUE, FALSE, AUTO }
 

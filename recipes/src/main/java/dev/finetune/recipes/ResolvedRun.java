@@ -152,11 +152,15 @@ public record ResolvedRun(Backend backend, Device device, int perNode, int nodes
      * {@code plan --precision} overrides it for a what-if.
      */
     static PrecisionRegime regime(Recipe recipe, Backend backend, Device device) {
+        Recipe.Precision written = recipe.precision();
         if (device == Device.CPU) {
-            return backend == Backend.SINGLE && recipe.precision().bfloat16OnCpu() ? PrecisionRegime.CPU_BF16_AUTOCAST
+            // bfloat16 matmuls and attention over float32 state, as torch's CPU autocast runs a model; bf16: auto means
+            // float32 on a CPU, as Axolotl's auto looks for a GPU
+            return backend == Backend.SINGLE && written.bf16() == Recipe.Flag.TRUE ? PrecisionRegime.CPU_BF16_AUTOCAST
                     : PrecisionRegime.FP32;
         }
-        if (!recipe.precision().sixteenBit(true)) {
+        boolean sixteenBit = written.bf16() != Recipe.Flag.FALSE || written.fp16() == Recipe.Flag.TRUE;
+        if (!sixteenBit) {
             return PrecisionRegime.FP32;
         }
         return recipe.adapter() instanceof AdapterSpec.Lora ? PrecisionRegime.MIXED_FP32_MASTER : PrecisionRegime.BF16_PURE;
