@@ -15,6 +15,7 @@ import dev.finetune.trainers.backend.SingleDeviceBackend;
 import dev.finetune.trainers.backend.fsdp.FsdpBackend;
 import dev.finetune.trainers.backend.fsdp.Launch;
 import dev.finetune.trainers.backend.fsdp.WorkerPython;
+import dev.finetune.trainers.hub.RunInputs;
 import dev.finetune.trainers.train.StopRequest;
 import java.io.PrintWriter;
 import java.nio.file.Path;
@@ -45,6 +46,7 @@ import picocli.CommandLine.Spec;
             "  finetune generate out/my --prompt \"Once upon\"     try the result (an output or checkpoint-N folder)",
             "  finetune merge-lora out/my                         fold the adapter into the base weights",
             "  finetune my.yaml backend=fsdp --nproc-per-node 8   FSDP2 over 8 GPUs (torchrun; --dry-run to see it)",
+            "  finetune download my.yaml                          fetch its hub model and datasets ahead (HF cache)",
             "  source <(finetune generate-completion)             tab completion in bash or zsh",
         },
         exitCodeListHeading = "%nExit codes:%n",
@@ -90,6 +92,8 @@ public final class Main implements Callable<Integer> {
             launchOptions.requireUnused();
             warnOfAnUndeclaredGpu(validated);
         }
+        // hub inputs into the cache first: the plan below then reads the model's own config.json
+        RunInputs.fetch(validated.recipe(), out);
         RunPlan run = requireFits(validated);
         MemoryPlan plan = run.memory();
         if (fsdp) {
@@ -258,7 +262,7 @@ public final class Main implements Callable<Integer> {
     static List<Class<?>> allSubcommands() {
         return List.of(ValidateCommand.class, PlanCommand.class, DiffCommand.class, ConfigsCommand.class,
                 GenerateCommand.class, MergeLoraCommand.class, BenchGenerateCommand.class, BenchTrainCommand.class,
-                RewardsCommand.class, PreprocessCommand.class, LaunchCommand.class, AutoComplete.GenerateCompletion.class);
+                RewardsCommand.class, PreprocessCommand.class, LaunchCommand.class, DownloadCommand.class, AutoComplete.GenerateCompletion.class);
     }
 
     /** The commands that answer at once: the launcher's quick commands. */

@@ -120,9 +120,9 @@ final class DataSection {
         String path = r.string("path", null);
         YamlNode typeNode = r.node("type");
         String split = r.string("split");
-        r.string("name", null);
-        r.node("data_files");
-        r.string("ds_type", null);
+        String name = r.string("name", null);
+        List<String> dataFiles = r.strings("data_files", true);
+        DataFormat format = r.choice("ds_type", null, DataFormat.class);
         String field = r.string("field");
         String fieldMessages = r.string("field_messages", null);
         Map<String, String> mappings = new LinkedHashMap<>();
@@ -160,13 +160,19 @@ final class DataSection {
         boolean dropSystemMessage = r.bool("drop_system_message");
         String fieldChosen = r.string("field_chosen", null);
         String fieldRejected = r.string("field_rejected", null);
-        r.string("revision", null);
+        String revision = r.string("revision", null);
         if (Boolean.TRUE.equals(r.bool("trust_remote_code"))) {
             problems.error(r.at("trust_remote_code"), "datasets[].trust_remote_code is unsupported: dataset loading scripts are not run",
                     "use a dataset stored as JSONL, JSON or Parquet");
         }
-        r.integer("shards", null, 1);
-        r.integer("shards_idx", null, 0);
+        Integer shards = r.integer("shards", null, 1);
+        Integer shardsIdx = r.integer("shards_idx", null, 0);
+        if (shardsIdx != null && (shards == null || shardsIdx >= shards)) {
+            problems.error(r.at("shards_idx"), "shards_idx " + shardsIdx + (shards == null ? " without shards"
+                    : " is not one of the " + shards + " shards (0 to " + (shards - 1) + ")"),
+                    shards == null ? "add shards: N (the number of parts), or remove shards_idx" : "use 0 to " + (shards - 1));
+            shardsIdx = null;
+        }
         String fieldSystem = r.string("field_system");
         String fieldTools = r.string("field_tools");
         String fieldThinking = r.string("field_thinking");
@@ -186,13 +192,17 @@ final class DataSection {
         Path candidate = resolve(dir, path);
         if (candidate != null && Files.exists(candidate)) {
             local = candidate;
-            if (!split.equals("train")) {
+            if (!split.equals("train") && !Files.isDirectory(candidate)) {
                 problems.error(r.at("split"), "split: " + split + " does not exist in a local file, whose rows all "
                         + "form the train split", "remove split:, or point path: at the file holding those rows");
             }
-            if (Files.isDirectory(candidate) && !holdsJson(candidate)) {
-                problems.error(r.at("path"), "dataset folder '" + path + "' holds no .jsonl or .json file",
-                        "point path at a JSON Lines file, or put the data files in that folder");
+            if (Files.isDirectory(candidate) && !holdsData(candidate)) {
+                problems.error(r.at("path"), "dataset folder '" + path + "' holds no data file (.jsonl, .json, .csv, "
+                        + ".tsv, .parquet, .arrow, .txt)", "point path at a data file, or put the data files in that folder");
+            }
+            if (revision != null) {
+                problems.error(r.at("revision"), "revision applies to hub datasets; '" + path + "' is a local "
+                        + (Files.isDirectory(candidate) ? "folder" : "file"), "remove revision:");
             }
         } else if (looksLocal(path)) {
             problems.error(r.at("path"), "dataset file '" + path + "' does not exist (looked at " + candidate + ")",
@@ -210,7 +220,8 @@ final class DataSection {
                 messageFieldTrainingDetail);
         return new DatasetSpec(local, type, field, fieldMessages, Collections.unmodifiableMap(mappings),
                 rolesToTrain, trainOnEos, chatTemplate,
-                m.where().label(), remote, split, fieldChosen, fieldRejected, chat);
+                m.where().label(), remote, split, fieldChosen, fieldRejected, chat, new DatasetSource(name,
+                dataFiles == null ? List.of() : dataFiles, format, revision, shards, shardsIdx == null ? 0 : shardsIdx));
     }
 
     /**
@@ -266,12 +277,11 @@ final class DataSection {
         }
     }
 
-    /** The trainer reads the .jsonl and .json files directly inside a dataset folder. */
-    private static boolean holdsJson(Path folder) {
-        try (java.util.stream.Stream<Path> files = Files.list(folder)) {
-            return files.anyMatch(p -> Files.isRegularFile(p) && (p.getFileName().toString().endsWith(".jsonl")
-                    || p.getFileName().toString().endsWith(".json")));
-        } catch (java.io.IOException e) {
+    /** A folder is read as datasets.load_dataset reads one: the data files in it and its subfolders. */
+    private static boolean holdsData(Path folder) {
+        try (java.util.stream.Stream<Path> files = Files.walk(folder, 4)) {
+            return files.anyMatch(p -> Files.isRegularFile(p) && DataFormat.ofFile(p.getFileName().toString()) != null);
+        } catch (java.io.IOException | java.io.UncheckedIOException e) {
             return false;
         }
     }

@@ -7,8 +7,8 @@ import java.util.Map;
 /**
  * One entry of {@code datasets:} (or {@code test_datasets:}), with Axolotl's meanings.
  *
- * @param path the local JSONL/JSON file or directory, resolved against the directory of the recipe file that
- *     named it; {@code null} when the dataset is remote (see {@code remote})
+ * @param path the local data file or folder, resolved against the directory of the recipe file that named it;
+ *     {@code null} when the dataset is a hub dataset (see {@code remote})
  * @param type how the rows read; {@code null} for pre-tokenized rows ({@code input_ids}, {@code labels})
  * @param field {@code completion}: the text field (never null: the key table's default when not written)
  * @param fieldMessages the message list field, or {@code null}: {@code chat_template} reads {@code messages}, preference
@@ -23,6 +23,7 @@ import java.util.Map;
  * @param fieldChosen preference types: the chosen-answer field, or {@code null} for the type's own default
  * @param fieldRejected preference types: the rejected-answer field, or {@code null} for the type's own default
  * @param chat how conversation rows become turns and labels (roles, system and reasoning fields, per-turn flags)
+ * @param source {@code name}, {@code data_files}, {@code ds_type}, {@code revision}, {@code shards}, {@code shards_idx}
  */
 public record DatasetSpec(
         Path path,
@@ -38,14 +39,15 @@ public record DatasetSpec(
         String split,
         String fieldChosen,
         String fieldRejected,
-        ChatOptions chat) {
+        ChatOptions chat,
+        DatasetSource source) {
 
-    /** A dataset with Axolotl's conversation defaults. */
+    /** A dataset with Axolotl's conversation defaults that names no source key beyond {@code path} and {@code split}. */
     public DatasetSpec(Path path, DatasetType type, String field, String fieldMessages,
             Map<String, String> messagePropertyMappings, List<String> rolesToTrain, TrainOnEos trainOnEos,
             String chatTemplate, String where, String remote, String split, String fieldChosen, String fieldRejected) {
         this(path, type, field, fieldMessages, messagePropertyMappings, rolesToTrain, trainOnEos, chatTemplate, where,
-                remote, split, fieldChosen, fieldRejected, ChatOptions.DEFAULTS);
+                remote, split, fieldChosen, fieldRejected, ChatOptions.DEFAULTS, DatasetSource.DEFAULT);
     }
 
     public boolean local() {

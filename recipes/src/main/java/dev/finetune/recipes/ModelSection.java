@@ -24,6 +24,8 @@ final class ModelSection {
     private final Path recipeDir;
     /** {@code base_model_config} or {@code base_model}, once {@link #model} has read them. */
     private String architectureName;
+    /** {@code revision_of_model} when {@link #architectureName} is {@code base_model}. */
+    private String architectureRevision;
 
     ModelSection(Problems problems, Path recipeDir) {
         this.problems = problems;
@@ -64,6 +66,7 @@ final class ModelSection {
             }
             baseModel = dir.toString();
         }
+        String revision = top.string("revision_of_model", null);
         String baseModelConfig = top.string("base_model_config", null);
         String tokenizerConfig = top.string("tokenizer_config", null);
         boolean trustRemoteCode = top.bool("trust_remote_code");
@@ -106,9 +109,10 @@ final class ModelSection {
         Mapping kwargs = top.mapping("chat_template_kwargs");
         String defaultSystemMessage = top.string("default_system_message", null);
         this.architectureName = baseModelConfig != null ? baseModelConfig : baseModel;
+        this.architectureRevision = baseModelConfig != null ? null : revision;
         return new Recipe.Model(baseModel, baseModelConfig, tokenizerConfig, trustRemoteCode, Map.copyOf(specialTokens),
                 chatTemplate, chatTemplateJinja, eot == null ? List.of() : eot, templateVariables(kwargs),
-                defaultSystemMessage);
+                defaultSystemMessage, revision);
     }
 
     /**
@@ -240,7 +244,7 @@ final class ModelSection {
         }
         ModelSource source;
         try {
-            source = ModelSource.resolve(architectureName, recipeDir, null);
+            source = ModelSource.resolve(architectureName, architectureRevision, recipeDir, null);
         } catch (UserError e) {
             return; // an unreadable config.json is the model loader's error to report, with its own message
         }

@@ -32,6 +32,8 @@ public record Recipe(
      * @param chatTemplateKwargs {@code chat_template_kwargs}: extra variables every template rendering sees
      * @param defaultSystemMessage {@code default_system_message}: the system turn of a conversation that has none,
      *     or {@code null}
+     * @param revision {@code revision_of_model}: the hub branch, tag or commit of a hub {@code base_model};
+     *     {@code null} for {@code main}
      */
     public record Model(
             String baseModel,
@@ -43,7 +45,8 @@ public record Recipe(
             String chatTemplateJinja,
             List<String> eotTokens,
             Map<String, Object> chatTemplateKwargs,
-            String defaultSystemMessage) {}
+            String defaultSystemMessage,
+            String revision) {}
 
     /**
      * @param valSetSize fraction of the training rows held out for evaluation (0 = none)

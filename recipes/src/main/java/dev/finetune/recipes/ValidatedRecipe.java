@@ -126,7 +126,9 @@ public record ValidatedRecipe(Recipe recipe, ResolvedRun run, BatchPlan plan, Li
             return null;
         }
         try {
-            return ModelSource.resolve(name, recipeDir, null) instanceof ModelSource.Found found ? found : null;
+            // revision_of_model pins base_model's commit, not that of a separate base_model_config
+            String revision = recipe.model().baseModelConfig() != null ? null : recipe.model().revision();
+            return ModelSource.resolve(name, revision, recipeDir, null) instanceof ModelSource.Found found ? found : null;
         } catch (UserError e) {
             problems.error(e.where(), e.getMessage(), e.hint());
             return null;

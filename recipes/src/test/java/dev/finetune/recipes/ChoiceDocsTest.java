@@ -23,6 +23,7 @@ class ChoiceDocsTest {
         keys.put("save_strategy", KeyReader.spellings(SaveStrategy.class));
         keys.put("eval_strategy", KeyReader.spellings(EvalStrategy.class));
         keys.put("datasets[].train_on_eos", KeyReader.spellings(TrainOnEos.class));
+        keys.put("datasets[].ds_type", KeyReader.spellings(DataFormat.class));
         keys.put("lr_scheduler", Arrays.stream(LrScheduler.values()).map(LrScheduler::key).toList());
         keys.put("optimizer", Arrays.stream(Recipe.Optimizer.values()).map(Recipe.Optimizer::axolotlName).toList());
         keys.put("dpo_loss_type", DpoLossType.keys());

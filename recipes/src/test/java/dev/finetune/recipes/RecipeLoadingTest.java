@@ -50,7 +50,7 @@ class RecipeLoadingTest {
     private static List<DatasetSpec> strip(List<DatasetSpec> specs) {
         return specs.stream().map(s -> new DatasetSpec(s.path(), s.type(), s.field(), s.fieldMessages(),
                 s.messagePropertyMappings(), s.rolesToTrain(), s.trainOnEos(), s.chatTemplate(), null, s.remote(),
-                s.split(), s.fieldChosen(), s.fieldRejected(), s.chat())).toList();
+                s.split(), s.fieldChosen(), s.fieldRejected(), s.chat(), s.source())).toList();
     }
 
     @TestFactory

@@ -3,13 +3,18 @@ package dev.finetune.recipes.model;
 import com.google.gson.JsonParseException;
 import com.google.gson.JsonParser;
 import dev.finetune.recipes.UserError;
+import dev.finetune.recipes.hub.HubCache;
+import dev.finetune.recipes.hub.HubEnvironment;
+import dev.finetune.recipes.hub.RepoType;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.Optional;
 
 /**
  * Where a model's architecture comes from: an explicit {@code --model-config}, the {@code config.json} of a local
- * {@code base_model} directory, or the built-in table of well-known hub models.
+ * {@code base_model} directory, the {@code config.json} of a hub model in the HF cache (what {@code finetune download}
+ * or any Hugging Face tool fetched), or the built-in table of well-known hub models.
  */
 public sealed interface ModelSource {
 
@@ -22,17 +27,19 @@ public sealed interface ModelSource {
     record Unknown(String baseModel) implements ModelSource {
         public UserError asError() {
             return new UserError("base_model", "no architecture known for '" + baseModel + "'",
-                    "plan needs its config.json: download it and pass --model-config path/to/config.json "
-                            + "(or point base_model at a local model directory)");
+                    "plan needs its config.json: run 'finetune download " + baseModel + "' (it fills the HF cache, "
+                            + "which plan reads), or pass --model-config path/to/config.json");
         }
     }
 
     /**
-     * Resolves {@code baseModel}, which is relative to {@code recipeDir} when it names a local path.
+     * Resolves {@code baseModel}, which is relative to {@code recipeDir} when it names a local path. Never asks the
+     * hub: {@code validate} and {@code plan} answer offline, from what the cache holds.
      *
+     * @param revision {@code revision_of_model}, or {@code null} for {@code main}
      * @param modelConfig a {@code config.json} file or a directory holding one; {@code null} when not given
      */
-    static ModelSource resolve(String baseModel, Path recipeDir, Path modelConfig) {
+    static ModelSource resolve(String baseModel, String revision, Path recipeDir, Path modelConfig) {
         if (modelConfig != null) {
             Path file = Files.isDirectory(modelConfig) ? modelConfig.resolve("config.json") : modelConfig;
             return new Found(readFile(file), file.toString());
@@ -41,9 +48,28 @@ public sealed interface ModelSource {
         if (Files.isDirectory(local)) {
             return new Found(ModelConfig.read(local), "its config.json");
         }
+        Optional<Path> cached = cachedConfig(HubEnvironment.current().cache(), baseModel, revision);
+        if (cached.isPresent()) {
+            Path snapshot = cached.get().getParent();
+            return new Found(readFile(cached.get()), "config.json in the HF cache, commit "
+                    + snapshot.getFileName().toString().substring(0, 7));
+        }
         return KnownModels.lookup(baseModel)
                 .<ModelSource>map(c -> new Found(c, "built-in table"))
                 .orElseGet(() -> new Unknown(baseModel));
+    }
+
+    /** {@code config.json} of a hub model at {@code revision} in the cache, when the cache resolved it. */
+    static Optional<Path> cachedConfig(HubCache cache, String repoId, String revision) {
+        if (repoId == null || repoId.isBlank() || repoId.startsWith("/") || repoId.startsWith(".")) {
+            return Optional.empty();
+        }
+        try {
+            return cache.snapshotFor(RepoType.MODEL, repoId, revision == null ? "main" : revision)
+                    .map(s -> s.resolve("config.json")).filter(Files::isRegularFile);
+        } catch (java.nio.file.InvalidPathException e) {
+            return Optional.empty();
+        }
     }
 
     private static ModelConfig readFile(Path file) {

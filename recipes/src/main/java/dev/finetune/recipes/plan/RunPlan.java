@@ -40,7 +40,8 @@ public record RunPlan(MemoryPlan memory, TimeModel.Estimate time, String noTime)
             CpuRate cpu) {
         Recipe r = validated.recipe();
         String base = r.model().baseModelConfig() != null ? r.model().baseModelConfig() : r.model().baseModel();
-        ModelSource source = ModelSource.resolve(base, recipeDir, modelConfig);
+        ModelSource source = ModelSource.resolve(base, base.equals(r.model().baseModel()) ? r.model().revision() : null,
+                recipeDir, modelConfig);
         if (source instanceof ModelSource.Unknown unknown) {
             throw unknown.asError();
         }

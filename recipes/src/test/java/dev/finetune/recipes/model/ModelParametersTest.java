@@ -95,15 +95,15 @@ class ModelParametersTest {
         Files.writeString(model.resolve("config.json"), """
                 {"model_type": "llama", "hidden_size": 64, "intermediate_size": 172, "num_hidden_layers": 2,
                  "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 100, "tie_word_embeddings": true}""");
-        ModelSource local = ModelSource.resolve("my-model", dir, null);
+        ModelSource local = ModelSource.resolve("my-model", null, dir, null);
         ModelConfig config = assertInstanceOf(ModelSource.Found.class, local).config();
         // 2 layers × (q 64·64 + k,v 2·64·32 + o 64·64 + MLP 3·64·172 + 2 norms) + tied embedding 100·64 + final norm
         assertEquals(2L * (4096 + 4096 + 4096 + 33024 + 128) + 6400 + 64, config.parameterCount());
 
-        ModelSource.Unknown unknown = assertInstanceOf(ModelSource.Unknown.class, ModelSource.resolve("someone/new-model", dir, null));
+        ModelSource.Unknown unknown = assertInstanceOf(ModelSource.Unknown.class, ModelSource.resolve("someone/new-model", null, dir, null));
         assertTrue(unknown.asError().oneLine().contains("--model-config"), unknown.asError().oneLine());
 
-        ModelSource explicit = ModelSource.resolve("someone/new-model", dir, model.resolve("config.json"));
+        ModelSource explicit = ModelSource.resolve("someone/new-model", null, dir, model.resolve("config.json"));
         assertEquals(config, assertInstanceOf(ModelSource.Found.class, explicit).config());
     }
 }

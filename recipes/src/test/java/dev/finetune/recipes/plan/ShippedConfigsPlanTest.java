@@ -37,7 +37,7 @@ class ShippedConfigsPlanTest {
         for (Path file : recipes) {
             ValidatedRecipe v = ValidatedRecipe.load(file, List.of());
             Recipe r = v.recipe();
-            ModelSource source = ModelSource.resolve(r.model().baseModel(), file.getParent(), null);
+            ModelSource source = ModelSource.resolve(r.model().baseModel(), r.model().revision(), file.getParent(), null);
             ModelSource.Found found = assertInstanceOf(ModelSource.Found.class, source, file + ": architecture unknown");
             BatchPlan b = v.plan();
             TrainingSetup setup = RecipeSetup.of(r, v.run(), r.model().baseModel(), found.config(), null, b.micro(),

@@ -8,6 +8,7 @@ import dev.finetune.trainers.data.Example;
 import dev.finetune.trainers.data.PreferencePair;
 import dev.finetune.trainers.data.RlRows;
 import dev.finetune.trainers.data.TokenDebug;
+import dev.finetune.trainers.hub.HubModels;
 import dev.finetune.trainers.text.Tokenizer;
 import java.io.PrintWriter;
 import java.util.ArrayList;
@@ -24,9 +25,7 @@ public final class DataDebug {
 
     public static void print(ValidatedRecipe validated, int count, boolean color, PrintWriter out) {
         Recipe recipe = validated.recipe();
-        java.nio.file.Path modelDir = SingleDeviceBackend.localModel(recipe.model().baseModel());
-        try (Tokenizer tokenizer = Tokenizer.load(recipe.model().tokenizerConfig() != null
-                ? SingleDeviceBackend.localModel(recipe.model().tokenizerConfig()) : modelDir)) {
+        try (Tokenizer tokenizer = Tokenizer.load(HubModels.tokenizer(recipe.model()))) {
             List<Example> examples = new ArrayList<>();
             if (recipe.objective() instanceof Recipe.Objective.Dpo) {
                 for (PreferencePair pair : RlRows.preferences(recipe.data().datasets(),

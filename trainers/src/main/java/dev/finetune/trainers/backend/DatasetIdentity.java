@@ -1,7 +1,9 @@
 package dev.finetune.trainers.backend;
 
+import dev.finetune.recipes.DatasetSource;
 import dev.finetune.recipes.DatasetSpec;
 import dev.finetune.recipes.UserError;
+import dev.finetune.trainers.hub.DatasetFiles;
 import java.io.IOException;
 import java.io.InputStream;
 import java.nio.charset.StandardCharsets;
@@ -12,7 +14,6 @@ import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
 import java.util.HexFormat;
 import java.util.List;
-import java.util.stream.Stream;
 
 /**
  * A fingerprint of the training data for the checkpoint's resume keys: each dataset's type, field and file
@@ -25,7 +26,11 @@ public final class DatasetIdentity {
         MessageDigest digest = sha256();
         for (DatasetSpec spec : datasets) {
             update(digest, (spec.type() == null ? null : spec.type().key()) + "\u0000" + spec.field() + "\u0000" + spec.fieldMessages() + "\u0000");
-            for (Path file : files(spec.path())) {
+            if (!spec.source().equals(DatasetSource.DEFAULT) || !spec.local()) {
+                // which rows of a repo or folder were read (older local-file identities stay as they were)
+                update(digest, spec.remote() + "\u0000" + spec.source() + "\u0000" + spec.split() + "\u0000");
+            }
+            for (Path file : DatasetFiles.of(spec).files().stream().map(DatasetFiles.DataFile::path).toList()) {
                 update(digest, file.getFileName() + "\u0000");
                 try (InputStream in = new DigestInputStream(Files.newInputStream(file), digest)) {
                     in.transferTo(java.io.OutputStream.nullOutputStream());
@@ -35,17 +40,6 @@ public final class DatasetIdentity {
             }
         }
         return "sha256:" + HexFormat.of().formatHex(digest.digest());
-    }
-
-    private static List<Path> files(Path path) {
-        if (!Files.isDirectory(path)) {
-            return List.of(path);
-        }
-        try (Stream<Path> listing = Files.list(path)) {
-            return listing.filter(Files::isRegularFile).sorted().toList();
-        } catch (IOException e) {
-            throw new UserError(path.toString(), "cannot list the dataset folder: " + e.getMessage(), "check the folder");
-        }
     }
 
     private static void update(MessageDigest digest, String text) {

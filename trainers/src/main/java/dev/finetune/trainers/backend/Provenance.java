@@ -1,12 +1,12 @@
 package dev.finetune.trainers.backend;
 
 import com.google.gson.JsonArray;
-import com.google.gson.JsonNull;
 import com.google.gson.JsonObject;
 import dev.finetune.recipes.FinetuneVersion;
 import dev.finetune.recipes.UserError;
 import dev.finetune.recipes.ValidatedRecipe;
 import dev.finetune.recipes.YamlNode;
+import dev.finetune.trainers.hub.Snapshot;
 import java.io.IOException;
 import java.io.InputStream;
 import java.nio.charset.StandardCharsets;
@@ -44,22 +44,24 @@ public record Provenance(String finetuneVersion, List<FileId> recipeFiles, List<
     /** The model trained from: part of the run's identity (its resume keys), so other weights are another run. */
     public sealed interface ModelIdentity {
         /**
-         * A local folder's identity (every byte read: seconds per GB, once per run), else a hub id with the
-         * revision it resolved to. The hub hook: whoever resolves a hub id passes the commit it got as
-         * {@code revision}, and the commit is then what a resume compares.
+         * What {@code base_model} resolved to ({@link dev.finetune.trainers.hub.HubModels#resolve}): a local folder's
+         * identity (every byte read: seconds per GB, once per run), or the hub id at the commit the run read.
          */
-        static ModelIdentity of(String baseModel, String revision) {
-            Path local = Path.of(baseModel);
-            return Files.isDirectory(local) ? folder(local) : new Hub(baseModel, revision);
+        static ModelIdentity of(Snapshot baseModel) {
+            return baseModel.commit() == null ? folder(baseModel.folder())
+                    : new Hub(baseModel.repoId(), baseModel.revision(), baseModel.commit());
         }
 
-        /** What a resume compares: the content hash, or the hub id at its commit. */
+        /**
+         * What a resume compares: the content hash, or the hub id at its commit (never the branch name: a branch
+         * that moved on is other weights).
+         */
         default String key() {
             if (this instanceof Folder f) {
                 return "sha256:" + f.sha256();
             }
             Hub h = (Hub) this;
-            return "hub:" + h.id() + "@" + (h.revision() == null ? "unpinned" : h.revision());
+            return "hub:" + h.id() + "@" + h.commit();
         }
 
         /**
@@ -68,8 +70,11 @@ public record Provenance(String finetuneVersion, List<FileId> recipeFiles, List<
          */
         record Folder(String path, String sha256, int files, long bytes) implements ModelIdentity {}
 
-        /** A hub model; {@code revision} is {@code null} when the recipe does not pin one (the hub's latest then). */
-        record Hub(String id, String revision) implements ModelIdentity {}
+        /**
+         * A hub model: {@code revision} as the recipe names it ({@code main} when it names none), {@code commit} the
+         * commit it resolved to and the run read.
+         */
+        record Hub(String id, String revision, String commit) implements ModelIdentity {}
     }
 
     public Provenance {
@@ -118,7 +123,8 @@ public record Provenance(String finetuneVersion, List<FileId> recipeFiles, List<
             model.addProperty("bytes", f.bytes());
         } else if (baseModel instanceof ModelIdentity.Hub h) {
             model.addProperty("hub_id", h.id());
-            model.add("revision", h.revision() == null ? JsonNull.INSTANCE : new com.google.gson.JsonPrimitive(h.revision()));
+            model.addProperty("revision", h.revision());
+            model.addProperty("commit", h.commit());
         }
         o.add("base_model", model);
         return o;

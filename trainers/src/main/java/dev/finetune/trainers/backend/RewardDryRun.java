@@ -14,6 +14,7 @@ import dev.finetune.trainers.model.LlamaModel;
 import dev.finetune.trainers.model.LoadOptions;
 import dev.finetune.trainers.rewards.RewardInput;
 import dev.finetune.trainers.rewards.Rewards;
+import dev.finetune.trainers.hub.HubModels;
 import dev.finetune.trainers.text.Tokenizer;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -45,13 +46,8 @@ public final class RewardDryRun {
         if (!(recipe.objective() instanceof Recipe.Objective.Grpo grpo)) {
             throw new UserError("rl", "reward functions belong to rl: grpo recipes", "add rl: grpo and trl.reward_funcs");
         }
-        Path modelDir = Path.of(recipe.model().baseModel());
-        if (!Files.isDirectory(modelDir)) {
-            throw new UserError("base_model", "'" + recipe.model().baseModel() + "' is not a local model folder, so "
-                    + "its tokenizer cannot render the prompts", "point base_model at a downloaded model folder");
-        }
-        try (Tokenizer tokenizer = Tokenizer.load(recipe.model().tokenizerConfig() != null
-                ? Path.of(recipe.model().tokenizerConfig()) : modelDir);
+        Path modelDir = HubModels.base(recipe.model());
+        try (Tokenizer tokenizer = Tokenizer.load(HubModels.tokenizer(recipe.model()));
                 Rewards rewards = Rewards.start(grpo.rewardFuncs(), grpo.rewardWeights(), allowCommands)) {
             DataOptions options = DataOptions.of(recipe).withValSetSize(0);
             List<GrpoPrompt> prompts = RlRows.prompts(recipe.data().datasets(), options, tokenizer).train();

@@ -11,6 +11,7 @@ import dev.finetune.recipes.SchedulePlan;
 import dev.finetune.recipes.UserError;
 import dev.finetune.recipes.ValidatedRecipe;
 import dev.finetune.recipes.plan.RunPlan;
+import dev.finetune.trainers.hub.HubModels;
 import dev.finetune.trainers.text.Tokenizer;
 import dev.finetune.trainers.train.Batch;
 import dev.finetune.trainers.train.ResumePoint;
@@ -79,11 +80,10 @@ public final class SingleDeviceBackend {
         for (String setting : notActedOn(recipe)) {
             LOG.warn("{} (the single-device trainer does not act on it yet)", setting);
         }
-        Path modelDir = localModel(recipe.model().baseModel());
+        Path modelDir = HubModels.base(recipe.model());
         Engine.getInstance();
         clock.lap("engine");
-        try (Tokenizer tokenizer = Tokenizer.load(recipe.model().tokenizerConfig() != null
-                ? localModel(recipe.model().tokenizerConfig()) : modelDir);
+        try (Tokenizer tokenizer = Tokenizer.load(HubModels.tokenizer(recipe.model()));
                 NDManager manager = NDManager.newBaseManager()) {
             BuiltModel built = BuiltModel.forTraining(validated, modelDir, manager);
             tokenizer.limitTo(built.model().config().vocabSize(), modelDir.resolve("config.json").toString());
@@ -111,8 +111,7 @@ public final class SingleDeviceBackend {
             Tokenizer tokenizer, NDManager manager, PrintWriter out, RunPlan plan, StartupClock clock) {
         Recipe recipe = validated.recipe();
         SchedulePlan schedule = SchedulePlan.of(recipe, validated.plan().accumulation(), setup.train().size(), false);
-        Provenance.ModelIdentity model = Provenance.ModelIdentity.of(
-                localModel(recipe.model().baseModel()).toString(), null);
+        Provenance.ModelIdentity model = Provenance.ModelIdentity.of(HubModels.resolve(recipe.model()));
         Trainer.Run run = Trainer.Run.of(recipe, schedule, DatasetIdentity.of(recipe.data().datasets()), model.key());
         ResumePoint.requireResumable(run, setup.train().size());
         out.printf(Locale.ROOT, "training: %d micro batches per epoch%s, %d optimizer steps (warm-up %d), eval on %d "
@@ -218,16 +217,6 @@ public final class SingleDeviceBackend {
             settings.add("dataset_prepared_path: the data is tokenized again on every start");
         }
         return settings;
-    }
-
-    /** This build reads models from local folders only and never downloads. */
-    public static Path localModel(String name) {
-        Path dir = Path.of(name);
-        if (!Files.isDirectory(dir)) {
-            throw new UserError("base_model", "'" + name + "' is not a local model folder, and this build never downloads",
-                    "download the model (config.json, safetensors, tokenizer.json) and point base_model at its folder");
-        }
-        return dir;
     }
 
     /**

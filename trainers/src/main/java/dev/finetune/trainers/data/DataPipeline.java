@@ -3,7 +3,6 @@ package dev.finetune.trainers.data;
 import dev.finetune.recipes.DatasetSpec;
 import dev.finetune.recipes.UserError;
 import dev.finetune.trainers.text.Tokenizer;
-import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.stream.IntStream;
@@ -26,19 +25,16 @@ public final class DataPipeline {
         List<String> notes = new ArrayList<>();
         List<List<List<Example>>> perDataset = new ArrayList<>();
         for (DatasetSpec spec : specs) {
-            requireLocalTrainSplit(spec);
             RowFormat format = RowFormat.of(spec, options, tokenizer);
             if (format.note() != null) {
-                notes.add(spec.path().getFileName() + ": " + format.note());
+                notes.add((spec.local() ? spec.path().getFileName().toString() : spec.remote()) + ": " + format.note());
             }
             int rowsBefore = run.rows;
             int skippedBefore = run.skipped;
             run.groups = new ArrayList<>();
-            for (Path file : JsonRows.files(spec.path(), spec.where())) {
-                JsonRows.read(file, row -> run.add(row, format));
-            }
+            Rows.read(spec, row -> run.add(row, format));
             perDataset.add(run.groups);
-            lines.add(new DataReport.DatasetLine(spec.path().toString(), spec.type() == null ? "pre-tokenized" : spec.type().key(),
+            lines.add(new DataReport.DatasetLine(label(spec), spec.type() == null ? "pre-tokenized" : spec.type().key(),
                     run.rows - rowsBefore, run.groups.stream().mapToInt(List::size).sum(), run.skipped - skippedBefore));
         }
         if (perDataset.stream().allMatch(List::isEmpty)) {
@@ -89,16 +85,10 @@ public final class DataPipeline {
         return new PreparedData(train, eval, options, padId, report);
     }
 
-    /** Only local files are read here; a hub dataset has to be downloaded first, and local JSON has one split. */
-    private static void requireLocalTrainSplit(DatasetSpec spec) {
-        if (!spec.local()) {
-            throw new UserError(spec.where(), "dataset " + spec.remote() + " is not a local file; this trainer reads local"
-                    + " JSON Lines and JSON files only", "download it (e.g. as JSON Lines) and set path: to the file");
-        }
-        if (spec.split() != null && !spec.split().equals("train")) {
-            throw new UserError(spec.where(), "split: " + spec.split() + " does not exist in a local JSON file, whose rows"
-                    + " all form the train split", "remove split:, or point path: at the file holding those rows");
-        }
+    /** The dataset as the report names it: its local path, or {@code id (split)} for a hub dataset. */
+    static String label(DatasetSpec spec) {
+        return spec.local() ? spec.path().toString() : spec.remote() + (spec.source().name() == null ? ""
+                : " " + spec.source().name()) + " (" + spec.split() + ")";
     }
 
     /** A row's tokens and labels, what exact deduplication compares. */

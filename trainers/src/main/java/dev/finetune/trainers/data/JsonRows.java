@@ -22,11 +22,10 @@ import java.util.List;
 import java.util.function.Consumer;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
-import java.util.stream.Stream;
 
 /**
- * The rows of a local dataset: JSON Lines (one object per line) or one JSON array of objects, or a directory of
- * such files. Every row carries its {@code file:line} so a broken one can be pointed at.
+ * The rows of a JSON file: JSON Lines (one object per line) or one JSON array of objects, gzipped or not. Every row
+ * carries its {@code file:line} so a broken one can be pointed at.
  */
 final class JsonRows {
     private static final TypeAdapter<JsonElement> ELEMENT = new Gson().getAdapter(JsonElement.class);
@@ -37,32 +36,9 @@ final class JsonRows {
 
     private JsonRows() {}
 
-    static List<Path> files(Path path, String where) {
-        if (Files.isRegularFile(path)) {
-            return List.of(path);
-        }
-        if (Files.isDirectory(path)) {
-            try (Stream<Path> listing = Files.list(path)) {
-                List<Path> files = listing.filter(p -> {
-                    String name = p.getFileName().toString();
-                    return Files.isRegularFile(p) && (name.endsWith(".jsonl") || name.endsWith(".json"));
-                }).sorted().toList();
-                if (files.isEmpty()) {
-                    throw new UserError(where, "dataset directory " + path + " holds no .jsonl or .json file",
-                            "point path at a JSON Lines file");
-                }
-                return files;
-            } catch (IOException e) {
-                throw new UserError(where, "cannot list " + path + ": " + e.getMessage(), "check the directory's permissions");
-            }
-        }
-        throw new UserError(where, "dataset file not found: " + path,
-                "paths are relative to the recipe's directory; only local JSON Lines / JSON files are read");
-    }
-
     /** Feeds every row of {@code file} to {@code sink}, in file order. */
     static void read(Path file, Consumer<Row> sink) {
-        try (BufferedReader reader = Files.newBufferedReader(file, StandardCharsets.UTF_8)) {
+        try (BufferedReader reader = new BufferedReader(new java.io.InputStreamReader(Rows.open(file), StandardCharsets.UTF_8), 1 << 16)) {
             reader.mark(1 << 16);
             int first;
             do {

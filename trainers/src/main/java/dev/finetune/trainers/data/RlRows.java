@@ -14,7 +14,6 @@ import dev.finetune.trainers.text.Message;
 import dev.finetune.trainers.text.Tokenizer;
 import dev.finetune.trainers.data.PreferencePair;
 import dev.finetune.trainers.data.GrpoPrompt;
-import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -142,28 +141,26 @@ public final class RlRows {
 
     /** Every row to {@code sink}; a broken one stops the run, or is counted and skipped when the recipe says so. */
     private static void forEachRow(DatasetSpec spec, DataOptions options, Counts counts, RowSink sink) {
-        for (Path file : JsonRows.files(spec.path(), spec.where())) {
-            JsonRows.read(file, row -> {
-                counts.rows++;
-                try {
-                    if (row.problem() != null) {
-                        throw row.problem();
-                    }
-                    sink.accept(row.value(), row.location());
-                } catch (dev.finetune.trainers.text.Tokenizer.Untokenizable untokenizable) {
-                    // the text's own file and line, never just "text" (no skipping: a wrong tokenizer fails every row)
-                    throw new UserError(row.location() + (untokenizable.where().equals("text") ? ""
-                            : " (" + untokenizable.where() + ")"), untokenizable.getMessage(), untokenizable.hint());
-                } catch (InvalidRow invalid) {
-                    if (options.skipInvalidRows()) {
-                        counts.skipped++;
-                        return;
-                    }
-                    throw new UserError(row.location(), invalid.getMessage(),
-                            invalid.hint() + " (or set dataset_skip_invalid_rows: true to skip such rows)");
+        Rows.read(spec, row -> {
+            counts.rows++;
+            try {
+                if (row.problem() != null) {
+                    throw row.problem();
                 }
-            });
-        }
+                sink.accept(row.value(), row.location());
+            } catch (dev.finetune.trainers.text.Tokenizer.Untokenizable untokenizable) {
+                // the text's own file and line, never just "text" (no skipping: a wrong tokenizer fails every row)
+                throw new UserError(row.location() + (untokenizable.where().equals("text") ? ""
+                        : " (" + untokenizable.where() + ")"), untokenizable.getMessage(), untokenizable.hint());
+            } catch (InvalidRow invalid) {
+                if (options.skipInvalidRows()) {
+                    counts.skipped++;
+                    return;
+                }
+                throw new UserError(row.location(), invalid.getMessage(),
+                        invalid.hint() + " (or set dataset_skip_invalid_rows: true to skip such rows)");
+            }
+        });
     }
 
     private static <T> Split<T> split(List<List<T>> perDataset, Counts counts, DataOptions options,

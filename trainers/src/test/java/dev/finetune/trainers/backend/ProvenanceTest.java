@@ -2,10 +2,11 @@ package dev.finetune.trainers.backend;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
-import static org.junit.jupiter.api.Assertions.assertNull;
 
 import dev.finetune.recipes.FinetuneVersion;
 import dev.finetune.recipes.ValidatedRecipe;
+import dev.finetune.recipes.hub.RepoType;
+import dev.finetune.trainers.hub.Snapshot;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -32,7 +33,8 @@ class ProvenanceTest {
                 """);
         ValidatedRecipe validated = ValidatedRecipe.load(recipe, List.of("max_steps=3"));
         String resolved = validated.flatten(dir);
-        Provenance p = Provenance.of(validated, resolved, Provenance.ModelIdentity.of(MODEL.toString(), null));
+        Provenance p = Provenance.of(validated, resolved,
+                Provenance.ModelIdentity.of(new Snapshot(RepoType.MODEL, MODEL.toString(), null, null, MODEL)));
 
         assertEquals(FinetuneVersion.get(), p.finetuneVersion());
         assertEquals(List.of(recipe.toString(), base.toString()), p.recipeFiles().stream().map(Provenance.FileId::file).toList());
@@ -51,7 +53,7 @@ class ProvenanceTest {
     }
 
     @Test
-    void aHubModelIsItsIdAndRevision(@TempDir Path dir) throws IOException {
+    void aHubModelIsItsIdRevisionAndCommit(@TempDir Path dir) throws IOException {
         Files.writeString(dir.resolve("rows.jsonl"), "{\"text\": \"a\"}\n");
         Path recipe = Files.writeString(dir.resolve("run.yaml"), """
                 base_model: meta-llama/Llama-3.2-1B
@@ -61,12 +63,16 @@ class ProvenanceTest {
                 learning_rate: 1e-3
                 """);
         ValidatedRecipe validated = ValidatedRecipe.load(recipe, List.of());
-        Provenance p = Provenance.of(validated, validated.flatten(dir), Provenance.ModelIdentity.of("meta-llama/Llama-3.2-1B", null));
+        String commit = "0123456789abcdef0123456789abcdef01234567";
+        Provenance p = Provenance.of(validated, validated.flatten(dir), Provenance.ModelIdentity.of(new Snapshot(RepoType.MODEL,
+                "meta-llama/Llama-3.2-1B", "main", commit, dir.resolve("snapshots").resolve(commit))));
         Provenance.ModelIdentity.Hub hub = assertInstanceOf(Provenance.ModelIdentity.Hub.class, p.baseModel());
         assertEquals("meta-llama/Llama-3.2-1B", hub.id());
-        assertNull(hub.revision());
+        assertEquals("main", hub.revision());
         assertEquals(List.of(), p.overrides());
-        assertEquals("meta-llama/Llama-3.2-1B", p.toJson().getAsJsonObject("base_model").get("hub_id").getAsString());
+        com.google.gson.JsonObject json = p.toJson().getAsJsonObject("base_model");
+        assertEquals("meta-llama/Llama-3.2-1B", json.get("hub_id").getAsString());
+        assertEquals(commit, json.get("commit").getAsString());
     }
 
     private static String shell(Path dir, String command) throws IOException, InterruptedException {

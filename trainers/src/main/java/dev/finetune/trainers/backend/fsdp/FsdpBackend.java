@@ -10,6 +10,7 @@ import dev.finetune.trainers.backend.OutputFolder;
 import dev.finetune.trainers.backend.Provenance;
 import dev.finetune.trainers.backend.RunFiles;
 import dev.finetune.trainers.backend.SingleDeviceBackend;
+import dev.finetune.trainers.hub.HubModels;
 import dev.finetune.trainers.train.Trainer;
 import java.io.PrintWriter;
 import java.nio.file.Path;
@@ -94,9 +95,8 @@ public final class FsdpBackend {
         }
         requireRunnable(validated);
         RewardChannel.requireAllowed(recipe, settings.allowCommands());
-        Path modelDir = SingleDeviceBackend.localModel(recipe.model().baseModel());
-        Path tokenizerDir = recipe.model().tokenizerConfig() != null
-                ? SingleDeviceBackend.localModel(recipe.model().tokenizerConfig()) : modelDir;
+        Path modelDir = HubModels.base(recipe.model());
+        Path tokenizerDir = HubModels.tokenizer(recipe.model());
         Path outputDir = Path.of(recipe.output().outputDir());
         Path workerFolder = outputDir.resolve(WorkerPlan.FOLDER);
         String python = WorkerPython.find(launch.python(), System.getenv(), System.getProperty("finetune.home"));
@@ -141,7 +141,7 @@ public final class FsdpBackend {
                             : "each rank keeps its shards of it and swaps them in for the KL term's pass");
         }
         Preprocess.Prepared data = Preprocess.run(validated, out);
-        Provenance.ModelIdentity model = Provenance.ModelIdentity.of(modelDir.toString(), null);
+        Provenance.ModelIdentity model = Provenance.ModelIdentity.of(HubModels.resolve(recipe.model()));
         try (OutputFolder claimed = owner ? claim(validated, data, launch, model) : null) {
             // checked again under the lock, before the ranks start: nothing changed it since
             if (resumeFrom != null) {

@@ -94,6 +94,8 @@ public record Launch(ResolvedRun run, int nodeRank, String rdzvEndpoint, String 
         boolean cpu = cpu();
         Map<String, String> env = new LinkedHashMap<>();
         env.put("TOKENIZERS_PARALLELISM", "false");
+        // the launcher fetched every hub input and passes local paths: a rank never asks the hub
+        env.put("HF_HUB_OFFLINE", "1");
         env.put("OMP_NUM_THREADS", Integer.toString(Math.max(1, cpu ? cores / nprocPerNode() : 4)));
         if (cpu) {
             env.put("FINETUNE_DEVICE", "cpu");

@@ -8,6 +8,7 @@ import dev.finetune.trainers.backend.RunFiles;
 import dev.finetune.trainers.backend.SingleDeviceBackend;
 import dev.finetune.trainers.backend.TrainingData;
 import dev.finetune.trainers.data.DataOptions;
+import dev.finetune.trainers.hub.HubModels;
 import dev.finetune.trainers.text.Tokenizer;
 import java.io.IOException;
 import java.io.InputStream;
@@ -73,9 +74,8 @@ public final class Preprocess {
     public static Prepared run(ValidatedRecipe validated, PrintWriter out) {
         Recipe recipe = validated.recipe();
         String objective = objectiveKind(recipe);
-        Path modelDir = SingleDeviceBackend.localModel(recipe.model().baseModel());
-        Path tokenizerDir = recipe.model().tokenizerConfig() != null
-                ? SingleDeviceBackend.localModel(recipe.model().tokenizerConfig()) : modelDir;
+        Path modelDir = HubModels.base(recipe.model());
+        Path tokenizerDir = HubModels.tokenizer(recipe.model());
         int micro = validated.plan().micro();
         String key = key(recipe, objective, micro, tokenizerDir);
         Path file = folder(recipe).resolve("batches-" + key.substring(0, 16) + ".safetensors");
