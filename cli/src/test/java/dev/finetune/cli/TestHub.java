@@ -391,43 +391,50 @@ final class TestHub implements AutoCloseable {
         }
     }
 
-    /** The contents, whole (200) or from a {@code Range: bytes=N-} (206), throttled and damaged as asked. */
+    /** The contents, whole (200) or a {@code Range: bytes=A-[B]} of them (206), throttled and damaged as asked. */
     private void body(HttpExchange ex, Entry e, String repoPath) throws IOException {
         long from = 0;
+        long last = e.size() - 1;
         String range = ex.getRequestHeaders().getFirst("Range");
         Matcher m = range == null ? null : Pattern.compile("bytes=(\\d+)-(\\d*)").matcher(range);
         var h = ex.getResponseHeaders();
         h.add("Accept-Ranges", "bytes");
         h.add("Content-Type", "application/octet-stream");
-        if (m != null && m.matches()) {
+        boolean ranged = m != null && m.matches();
+        if (ranged) {
             from = Long.parseLong(m.group(1));
-            if (from >= e.size()) {
+            if (!m.group(2).isEmpty()) {
+                last = Math.min(last, Long.parseLong(m.group(2)));
+            }
+            if (from >= e.size() || from > last) {
                 h.add("Content-Range", "bytes */" + e.size());
                 ex.sendResponseHeaders(416, -1);
                 return;
             }
-            h.add("Content-Range", "bytes " + from + "-" + (e.size() - 1) + "/" + e.size());
+            h.add("Content-Range", "bytes " + from + "-" + last + "/" + e.size());
         }
-        long length = e.size() - from;
+        long length = last - from + 1;
         if (ex.getRequestMethod().equals("HEAD")) {
             h.add("Content-Length", Long.toString(length));
-            ex.sendResponseHeaders(from > 0 ? 206 : 200, -1);
+            ex.sendResponseHeaders(ranged ? 206 : 200, -1);
             return;
         }
-        ex.sendResponseHeaders(from > 0 ? 206 : 200, length == 0 ? -1 : length);
+        ex.sendResponseHeaders(ranged ? 206 : 200, length == 0 ? -1 : length);
         long flip = repoPath.equals(flipByteIn) ? e.size() / 2 : -1;
         long rate = bytesPerSecond;
         try (InputStream in = Files.newInputStream(e.file()); OutputStream out = ex.getResponseBody()) {
             in.skipNBytes(from);
             byte[] buffer = new byte[rate > 0 ? (int) Math.max(1024, Math.min(1 << 16, rate / 20)) : 1 << 20];
             long position = from;
+            long left = length;
             int n;
-            while ((n = in.read(buffer)) > 0) {
+            while (left > 0 && (n = in.read(buffer, 0, (int) Math.min(buffer.length, left))) > 0) {
                 if (flip >= position && flip < position + n) {
                     buffer[(int) (flip - position)] ^= 0x01;
                 }
                 out.write(buffer, 0, n);
                 position += n;
+                left -= n;
                 if (rate > 0) {
                     out.flush();
                     try {

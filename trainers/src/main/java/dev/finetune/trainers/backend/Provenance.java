@@ -2,10 +2,12 @@ package dev.finetune.trainers.backend;
 
 import com.google.gson.JsonArray;
 import com.google.gson.JsonObject;
+import dev.finetune.recipes.DatasetSpec;
 import dev.finetune.recipes.FinetuneVersion;
 import dev.finetune.recipes.UserError;
 import dev.finetune.recipes.ValidatedRecipe;
 import dev.finetune.recipes.YamlNode;
+import dev.finetune.trainers.hub.DatasetFiles;
 import dev.finetune.trainers.hub.Snapshot;
 import java.io.IOException;
 import java.io.InputStream;
@@ -33,13 +35,20 @@ import java.util.stream.Stream;
  * @param overrides the {@code key=value} overrides that still set a value of the resolved recipe
  */
 public record Provenance(String finetuneVersion, List<FileId> recipeFiles, List<String> overrides,
-        String resolvedRecipeSha256, ModelIdentity baseModel) {
+        String resolvedRecipeSha256, ModelIdentity baseModel, List<DatasetSource> datasets) {
 
     private static final Pattern FILE_LINE_COLUMN = Pattern.compile("(.+):\\d+:\\d+");
     private static final Pattern OVERRIDE = Pattern.compile("override '(.*)'", Pattern.DOTALL);
 
     /** One file: as the recipe named it, its SHA-256, and its git blob id. */
     public record FileId(String file, String sha256, String gitBlob) {}
+
+    /**
+     * Where one dataset entry's rows came from: a local file or folder ({@code path}), or a hub dataset with the
+     * revision the recipe names and the commit it resolved to (and the configuration and split read).
+     */
+    public record DatasetSource(String list, String path, String hubId, String revision, String commit, String name,
+            String split) {}
 
     /** The model trained from: part of the run's identity (its resume keys), so other weights are another run. */
     public sealed interface ModelIdentity {
@@ -80,6 +89,7 @@ public record Provenance(String finetuneVersion, List<FileId> recipeFiles, List<
     public Provenance {
         recipeFiles = List.copyOf(recipeFiles);
         overrides = List.copyOf(overrides);
+        datasets = List.copyOf(datasets);
     }
 
     /**
@@ -94,8 +104,25 @@ public record Provenance(String finetuneVersion, List<FileId> recipeFiles, List<
         for (Path file : files) {
             ids.add(fileId(file));
         }
+        List<DatasetSource> datasets = new ArrayList<>();
+        addDatasets(datasets, "datasets", recipe.recipe().data().datasets());
+        addDatasets(datasets, "test_datasets", recipe.recipe().data().testDatasets());
         return new Provenance(FinetuneVersion.get(), ids, List.copyOf(overrides),
-                hex(sha256().digest(resolvedRecipe.getBytes(StandardCharsets.UTF_8))), model);
+                hex(sha256().digest(resolvedRecipe.getBytes(StandardCharsets.UTF_8))), model, datasets);
+    }
+
+    /** Each entry as the run reads it: the hub commit comes from the same resolution the data pipeline uses. */
+    private static void addDatasets(List<DatasetSource> out, String list, List<DatasetSpec> specs) {
+        for (DatasetSpec spec : specs) {
+            if (spec.local()) {
+                out.add(new DatasetSource(list, spec.path().toString(), null, null, null, null, null));
+            } else {
+                DatasetFiles.Resolved resolved = DatasetFiles.of(spec);
+                Snapshot s = resolved.snapshot();
+                out.add(new DatasetSource(list, null, s.repoId(), s.revision(), s.commit(), resolved.config(),
+                        spec.split()));
+            }
+        }
     }
 
     /** The form written into the output folder's marker. */
@@ -127,6 +154,24 @@ public record Provenance(String finetuneVersion, List<FileId> recipeFiles, List<
             model.addProperty("commit", h.commit());
         }
         o.add("base_model", model);
+        JsonArray data = new JsonArray();
+        for (DatasetSource d : datasets) {
+            JsonObject entry = new JsonObject();
+            entry.addProperty("list", d.list());
+            if (d.path() != null) {
+                entry.addProperty("path", d.path());
+            } else {
+                entry.addProperty("hub_id", d.hubId());
+                entry.addProperty("revision", d.revision());
+                entry.addProperty("commit", d.commit());
+                if (d.name() != null) {
+                    entry.addProperty("name", d.name());
+                }
+                entry.addProperty("split", d.split());
+            }
+            data.add(entry);
+        }
+        o.add("datasets", data);
         return o;
     }
 

@@ -18,6 +18,8 @@ import dev.finetune.recipes.RecipeLoader;
 import dev.finetune.recipes.UserError;
 import dev.finetune.recipes.YamlNode;
 import dev.finetune.recipes.model.ModelConfig;
+import dev.finetune.trainers.hub.HubModels;
+import dev.finetune.trainers.hub.ModelFiles;
 import dev.finetune.trainers.model.LlamaModel;
 import dev.finetune.trainers.model.LoadOptions;
 import java.io.IOException;
@@ -78,9 +80,38 @@ public final class SavedModels {
             }
             tried.add(candidate.normalize().toString());
         }
+        // a hub model (what PEFT writes too): the commit the run trained on when its marker records one, through
+        // the HF cache, fetched if missing and allowed
+        for (String name : java.util.Arrays.asList(config.baseModelNameOrPath(), recorded)) {
+            if (name != null && HubModels.isRepoId(name) && !Files.isDirectory(adapterDir.resolve(name))) {
+                return HubModels.folder(name, recordedCommit(adapterDir, name), ModelFiles.TRAINING,
+                        adapterDir.resolve(AdapterConfig.FILE_NAME) + ": base_model_name_or_path");
+            }
+        }
         throw new UserError(adapterDir.resolve(AdapterConfig.FILE_NAME).toString(),
                 "the adapter's base model is not a local model folder (tried " + (tried.isEmpty() ? "nothing: no base recorded" : String.join(", ", tried)) + ")",
                 "set base_model_name_or_path in adapter_config.json to the base model's folder");
+    }
+
+    /**
+     * The hub commit of {@code repoId} that the run in {@code dir} (an output folder, or one of its checkpoints)
+     * recorded in its marker, or null.
+     */
+    private static String recordedCommit(Path dir, String repoId) {
+        for (Path d : dir.getParent() == null ? List.of(dir) : List.of(dir, dir.getParent())) {
+            Path marker = d.resolve(OutputFolder.MARKER);
+            if (Files.isRegularFile(marker)) {
+                try {
+                    var base = com.google.gson.JsonParser.parseString(Files.readString(marker)).getAsJsonObject()
+                            .getAsJsonObject("provenance").getAsJsonObject("base_model");
+                    return base != null && base.has("commit") && repoId.equals(base.get("hub_id").getAsString())
+                            ? base.get("commit").getAsString() : null;
+                } catch (java.io.IOException | RuntimeException e) {
+                    return null; // an unreadable marker: the revision's newest commit then
+                }
+            }
+        }
+        return null;
     }
 
     /** {@code base_model} of the run's {@code recipe.resolved.yaml} as YAML reads it, or null without one. */

@@ -27,12 +27,12 @@ import java.util.regex.Pattern;
  * The rows of a JSON file: JSON Lines (one object per line) or one JSON array of objects, gzipped or not. Every row
  * carries its {@code file:line} so a broken one can be pointed at.
  */
-final class JsonRows {
+public final class JsonRows {
     private static final TypeAdapter<JsonElement> ELEMENT = new Gson().getAdapter(JsonElement.class);
     private static final Pattern GSON_LINE = Pattern.compile(" at line (\\d+) column");
 
     /** One row, or the reason it is not one. Exactly one of {@code value} and {@code problem} is set. */
-    record Row(JsonObject value, String location, InvalidRow problem) {}
+    public record Row(JsonObject value, String location, InvalidRow problem) {}
 
     private JsonRows() {}
 

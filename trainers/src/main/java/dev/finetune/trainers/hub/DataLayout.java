@@ -45,11 +45,12 @@ final class DataLayout {
      *     the caller may try the hub's parquet conversion)
      */
     static Chosen choose(List<String> paths, String readme, DatasetSpec spec, String label) {
-        List<String> data = paths.stream().filter(p -> isData(p, spec)).sorted().toList();
+        List<String> data = paths.stream().filter(DataLayout::isData).sorted().toList();
         String split = spec.split() == null ? "train" : spec.split();
         List<String> patterns = spec.source().dataFiles();
         if (!patterns.isEmpty()) {
-            List<String> files = matching(data.isEmpty() ? paths : paths.stream().filter(p -> !hidden(p)).toList(), patterns);
+            // named files are read whatever their suffix says (ds_type then gives the format)
+            List<String> files = matching(paths.stream().filter(p -> !hidden(p)).toList(), patterns);
             if (files.isEmpty()) {
                 throw new UserError(spec.where(), "data_files " + patterns + " match no file of " + label,
                         "name files as the repo holds them, e.g. data/train-00000-of-00001.parquet (globs allowed)");
@@ -281,8 +282,8 @@ final class DataLayout {
         return false;
     }
 
-    /** A file the layout may pick: not hidden, not metadata, of a format we read (or any, with ds_type). */
-    private static boolean isData(String path, DatasetSpec spec) {
+    /** A file the layout may pick: not hidden, not metadata, of a format we read. */
+    private static boolean isData(String path) {
         String name = path.substring(path.lastIndexOf('/') + 1);
         if (hidden(path) || IGNORED.contains(name) || name.endsWith(".md") || name.endsWith(".py")) {
             return false;

@@ -182,7 +182,8 @@ public final class Fetcher {
             byBlob.get(f.etag()).add(f);
         }
         requireSpace(missing, type, repoId, where);
-        DownloadProgress progress = missing > 0 ? DownloadProgress.start(repoId, missing) : DownloadProgress.NONE;
+        // an index or a model card is no news: the display is for the files that take a while
+        DownloadProgress progress = missing >= (1 << 20) ? DownloadProgress.start(repoId, missing) : DownloadProgress.NONE;
         ExecutorService pool = Executors.newFixedThreadPool(Math.max(1, Math.min(PARALLEL, byBlob.size())), r -> {
             Thread t = new Thread(r, "hub-download");
             t.setDaemon(true);
