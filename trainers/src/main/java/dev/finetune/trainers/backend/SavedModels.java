@@ -82,14 +82,22 @@ public final class SavedModels {
         }
         // a hub model (what PEFT writes too): the commit the run trained on when its marker records one, through
         // the HF cache, fetched if missing and allowed
-        for (String name : java.util.Arrays.asList(config.baseModelNameOrPath(), recorded)) {
+        // (both names are tried, and the answer lists every place looked at, so a wrong path in one does not hide
+        // the other and the message says what to fix)
+        List<String> hubAnswers = new ArrayList<>();
+        for (String name : new java.util.LinkedHashSet<>(java.util.Arrays.asList(config.baseModelNameOrPath(), recorded))) {
             if (name != null && HubModels.isRepoId(name) && !Files.isDirectory(adapterDir.resolve(name))) {
-                return HubModels.folder(name, recordedCommit(adapterDir, name), ModelFiles.TRAINING,
-                        adapterDir.resolve(AdapterConfig.FILE_NAME) + ": base_model_name_or_path");
+                try {
+                    return HubModels.folder(name, recordedCommit(adapterDir, name), ModelFiles.TRAINING,
+                            adapterDir.resolve(AdapterConfig.FILE_NAME) + ": base_model_name_or_path");
+                } catch (UserError e) {
+                    hubAnswers.add("hub model " + name + ": " + e.getMessage());
+                }
             }
         }
         throw new UserError(adapterDir.resolve(AdapterConfig.FILE_NAME).toString(),
-                "the adapter's base model is not a local model folder (tried " + (tried.isEmpty() ? "nothing: no base recorded" : String.join(", ", tried)) + ")",
+                "the adapter's base model is not a local model folder (tried " + (tried.isEmpty() ? "nothing: no base recorded" : String.join(", ", tried)) + ")"
+                        + (hubAnswers.isEmpty() ? "" : " nor found through the hub (" + String.join("; ", hubAnswers) + ")"),
                 "set base_model_name_or_path in adapter_config.json to the base model's folder");
     }
 
