@@ -79,7 +79,7 @@ class HubDatasetTest {
         for (Case c : cases) {
             String label = c.id() + " name=" + c.name() + " split=" + c.split() + " data_files=" + c.dataFiles();
             DatasetSpec spec = new DatasetSpec(null, DatasetType.COMPLETION, null, null, null, null, null, null,
-                    "recipe.yaml:3:5", c.id(), c.split(), null, null,
+                    "recipe.yaml:3:5", c.id(), c.split(), null, null, dev.finetune.recipes.ChatOptions.DEFAULTS,
                     new DatasetSource(c.name(), c.dataFiles(), null, null, null, 0));
             DatasetFiles.Resolved resolved = DatasetFiles.of(spec, env);
             List<JsonObject> ours = new ArrayList<>();

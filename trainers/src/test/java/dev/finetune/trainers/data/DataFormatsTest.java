@@ -91,7 +91,8 @@ class DataFormatsTest {
                 List.of("row 4", "row 5", "row 6"), List.of("row 7", "row 8", "row 9"));
         for (int index = 0; index < 3; index++) {
             DatasetSpec spec = new DatasetSpec(jsonl, DatasetType.COMPLETION, null, null, null, null, null, null,
-                    "recipe.yaml:4:5", null, "train", null, null, new DatasetSource(null, List.of(), null, null, 3, index));
+                    "recipe.yaml:4:5", null, "train", null, null, dev.finetune.recipes.ChatOptions.DEFAULTS,
+                    new DatasetSource(null, List.of(), null, null, 3, index));
             List<String> texts = new ArrayList<>();
             Rows.read(spec, row -> texts.add(row.value().get("text").getAsString()));
             assertEquals(expected.get(index), texts);
@@ -112,7 +113,7 @@ class DataFormatsTest {
 
     private static DatasetSpec spec(Path path, String split, List<String> dataFiles) {
         return new DatasetSpec(path, DatasetType.COMPLETION, null, null, null, null, null, null, "recipe.yaml:4:5",
-                null, split, null, null, new DatasetSource(null, dataFiles, null, null, null, 0));
+                null, split, null, null, dev.finetune.recipes.ChatOptions.DEFAULTS, new DatasetSource(null, dataFiles, null, null, null, 0));
     }
 
     private static List<String> texts(DatasetSpec spec) {
