@@ -75,6 +75,6 @@ final class DownloadCommand implements Callable<Integer> {
                         s.revision().equals(s.commit()) ? s.commit() : s.revision() + " = " + s.commit(), s.folder());
             }
         }
-        return Main.OK;
+        return ExitCode.OK;
     }
 }
