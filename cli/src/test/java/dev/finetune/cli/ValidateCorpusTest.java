@@ -2,6 +2,8 @@ package dev.finetune.cli;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assertions.fail;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import dev.finetune.recipes.UserError;
 import dev.finetune.recipes.ValidatedRecipe;
@@ -25,9 +27,19 @@ import org.w3c.dom.NodeList;
  */
 class ValidateCorpusTest {
 
+    /**
+     * The corpus lives beside the repository ({@code ../shared}), not in it: a user's clone has none, so there the
+     * test skips with its reason; CI checks out {@code ../shared}, so under {@code CI=true} a missing corpus fails.
+     */
     static Path corpus() {
         Path corpus = MainProcessTest.repoRoot().resolveSibling("shared").resolve("compat/axolotl");
-        assertTrue(Files.isDirectory(corpus), "the Axolotl corpus is missing: " + corpus);
+        if (!Files.isDirectory(corpus)) {
+            String reason = "the Axolotl corpus is not beside the repository: " + corpus;
+            if ("true".equals(System.getenv("CI"))) {
+                fail(reason + " (CI=true: CI checks out ../shared)");
+            }
+            assumeTrue(false, reason);
+        }
         return corpus;
     }
 
