@@ -13,7 +13,7 @@ import java.nio.FloatBuffer;
  * Arrays built from Java data whose memory belongs to the engine.
  *
  * <p>DJL may wrap a Java buffer without copying it; if that wrapper is closed or collected while autograd or a
- * view still reads the tensor, the engine reads freed memory (djl-feasibility.md §0). Long-lived parameters and
+ * view still reads the tensor, the engine reads freed memory (docs/engine-facts.md). Long-lived parameters and
  * tables are therefore copied once into engine-owned storage.
  */
 public final class HostArrays {

@@ -12,7 +12,7 @@ import java.util.Map;
  * Cached 0-dim float constants owned by a long-lived manager.
  *
  * <p>DJL turns a Java {@code Number} operand ({@code x.mul(2f)}) into a temporary tensor that it frees right after
- * the op while autograd still holds it, so gradients turn to garbage after a GC (DESIGN.md §5). Code that is
+ * the op while autograd still holds it, so gradients turn to garbage after a GC (docs/engine-facts.md). Code that is
  * differentiated must take its constants from here instead.
  */
 public final class Scalars {

@@ -15,7 +15,7 @@ public interface ScriptArguments {
     /**
      * {@code weight} as an operand of a matrix multiply, in the module's compute dtype: the tensor itself, or under
      * bfloat16 mixed precision its bfloat16 copy, made inside the module (the engine must never see a bfloat16
-     * array, DESIGN.md §5) so autograd casts its gradient back to the float32 weight.
+     * array, docs/engine-facts.md) so autograd casts its gradient back to the float32 weight.
      */
     default String operand(NDArray weight) {
         return tensor(weight);

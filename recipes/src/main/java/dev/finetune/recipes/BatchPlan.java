@@ -4,7 +4,7 @@ package dev.finetune.recipes;
 /**
  * The batch arithmetic of a recipe, derived and never written back:
  * {@code global = micro × dataParallelRanks × accumulation}, with Axolotl's reading of {@code batch_size}
- * (micro × accumulation per rank, research/axolotl.md §2.1).
+ * (micro × accumulation per rank).
  *
  * @param rows training rows when every dataset is a local file we could count, else {@code null}
  * @param generationBatch GRPO: completions per generation round, else 0

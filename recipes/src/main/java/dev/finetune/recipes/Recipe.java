@@ -290,7 +290,7 @@ public record Recipe(
          *
          * @param numGenerations completions sampled per prompt (TRL's default 8)
          * @param generationBatchSize completions generated per step, or {@code null} for micro × accumulation
-         * @param rewardFuncs built-ins with their parameters, or commands (see DESIGN.md §5)
+         * @param rewardFuncs built-ins with their parameters, or commands (docs/post-training.md)
          * @param epsilonHigh {@code trl.epsilon_high}: the upper clipping range ({@code epsilon} when not given)
          * @param delta {@code trl.delta}: the upper bound of the unclipped ratio (two-sided clipping), or {@code null}
          * @param maskTruncatedCompletions {@code trl.mask_truncated_completions}: completions cut at

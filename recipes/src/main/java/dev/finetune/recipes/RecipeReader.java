@@ -1,12 +1,11 @@
 package dev.finetune.recipes;
 
-import dev.finetune.recipes.Recipe.Flag;
 import dev.finetune.recipes.YamlNode.Mapping;
 import java.nio.file.Path;
 
 /**
  * Turns a merged recipe tree into a {@link Recipe}: each supported key is read in exactly one section reader, with
- * its type check, Axolotl's default and the cross-key rules of research/axolotl.md §2 that involve it. A new key goes
+ * its type check, Axolotl's default and the cross-key rules of Axolotl's schema that involve it. A new key goes
  * into the section it belongs to; rules spanning sections take the earlier sections' results as arguments.
  */
 final class RecipeReader {

@@ -6,7 +6,7 @@ import ai.djl.ndarray.types.DataType;
  * The element types we read from or write to safetensors files, with the engine type each becomes in memory.
  *
  * <p>Half-precision floats on disk become float32 arrays: the engine aborts the JVM on any BFLOAT16 array, and
- * float16 matrix products on the CPU are many times slower than float32 (DESIGN.md §5).
+ * float16 matrix products on the CPU are many times slower than float32 (docs/engine-facts.md).
  */
 public enum SafetensorsDtype {
     F32(4, DataType.FLOAT32),

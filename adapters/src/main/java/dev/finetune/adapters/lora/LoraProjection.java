@@ -21,7 +21,7 @@ import java.util.SplittableRandom;
  * {@code y = base(x) + (dropout(x)·Aᵀ·scaling)·Bᵀ}, with {@code A [r, in]} and {@code B [out, r]}.
  *
  * <p>The scaling multiplies the rank-r intermediate rather than the {@code [.., out]} result: the same product,
- * on a tensor {@code out/r} times smaller. It is a cached tensor, never a Java number (DESIGN.md §5).
+ * on a tensor {@code out/r} times smaller. It is a cached tensor, never a Java number (docs/engine-facts.md).
  */
 public final class LoraProjection implements Projection {
     private final Projection base;

@@ -14,7 +14,7 @@ import dev.finetune.adapters.HostArrays;
  *
  * <p>Dequantization is one table lookup per packed byte: a 256-row table maps each byte straight to its
  * (high, low) pair of code values, so no nibble arithmetic runs at all (the ops have no bit shifts), then one
- * multiply by the block absmax (djl-feasibility.md §6: 7.8 ms for 2048×2048).
+ * multiply by the block absmax (docs/engine-facts.md: 7.8 ms for 2048×2048).
  */
 public final class Nf4Weight {
     private final Shape shape;

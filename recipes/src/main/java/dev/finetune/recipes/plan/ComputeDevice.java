@@ -17,7 +17,7 @@ public record ComputeDevice(String label, double peakFlops, double utilization, 
 
     /**
      * Utilisation assumed on a GPU. Eager transformers + PEFT training without torch.compile typically reaches 30–50 %
-     * of the dense peak; torchtune's published Llama 3.1 numbers (compiled, research/memory-measured.tsv TT_NOV24:
+     * of the dense peak; torchtune's published Llama 3.1 numbers (compiled, TT_NOV24 in its Nov 2024 table:
      * 70B LoRA, 3497 tokens/s on 8 × A100) work out to about 59 %, an upper end we do not assume.
      */
     public static final double GPU_UTILIZATION = 0.40;

@@ -3,7 +3,7 @@ package dev.finetune.recipes.plan;
 /**
  * Which implementation computes the decoder layers and the loss. The same model saves different tensors for backward
  * under eager PyTorch and under a compiled or fused graph, and the loss can hold several full copies of the logits or
- * one chunk (research/memory-anchors.md §2.4–2.5).
+ * one chunk (docs/memory-plan.md: activations, logits).
  */
 public record Kernels(Layers layers, Loss loss, Attention attention) {
 

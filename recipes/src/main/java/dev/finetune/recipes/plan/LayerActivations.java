@@ -1,16 +1,16 @@
 package dev.finetune.recipes.plan;
 
 import dev.finetune.recipes.AdapterSpec;
-import dev.finetune.recipes.model.ModelConfig;
 import dev.finetune.recipes.model.Family;
-import dev.finetune.recipes.model.ModelParameters;
+import dev.finetune.recipes.model.ModelConfig;
 import dev.finetune.recipes.model.ModelParameters.LayerGroup;
 import dev.finetune.recipes.model.ModelParameters.Tensor;
+import dev.finetune.recipes.model.ModelParameters;
 import java.util.EnumMap;
 import java.util.Map;
 
 /**
- * What autograd keeps per token for one decoder layer: the tensor-by-tensor count of research/memory-anchors.md §2.4,
+ * What autograd keeps per token for one decoder layer: the tensor-by-tensor count of docs/memory-plan.md (activations),
  * apart from the per-device sums in {@link MemoryModel} because it depends only on the layer's shape, its kernels and
  * which projections carry adapters.
  */
@@ -19,7 +19,7 @@ public final class LayerActivations {
     private LayerActivations() {}
 
     /**
-     * Bytes autograd keeps per token for one decoder layer (research/memory-anchors.md §2.4, counted tensor by
+     * Bytes autograd keeps per token for one decoder layer (docs/memory-plan.md: activations; counted tensor by
      * tensor for Llama-style blocks). What a layer keeps depends on what is trained: a linear layer keeps its input
      * only to compute its weight's gradient, so a frozen projection keeps nothing (its input gradient needs only the
      * weight), and a frozen RMSNorm scale keeps no normalized copy. A full fine-tune with {@code act} = 2 keeps

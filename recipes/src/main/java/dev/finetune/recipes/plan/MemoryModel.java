@@ -17,13 +17,13 @@ import java.util.Set;
 /**
  * Memory per device, from first principles: bytes per parameter of each kind of state, bytes per token of what
  * autograd keeps, and which of them are alive in each phase. The formulas and their sources are in
- * research/memory-anchors.md §2; each term's {@code how} prints the numbers it used.
+ * docs/memory-plan.md; each term's {@code how} prints the numbers it used.
  */
 public final class MemoryModel {
 
-    /** CUDA context and library handles, outside PyTorch's allocator counters (anchors §0.2: 0.3–1 GiB). */
+    /** CUDA context and library handles, outside PyTorch's allocator counters (docs/memory-plan.md: 0.3–1 GiB). */
     public static final long CUDA_CONTEXT = 512L << 20;
-    /** Caching-allocator reserve above live tensors (anchors §2.6: 0.05–2 GiB reserved − allocated). */
+    /** Caching-allocator reserve above live tensors (docs/memory-plan.md: 0.05–2 GiB reserved − allocated). */
     public static final long ALLOCATOR_SLACK = 512L << 20;
     /**
      * Resident set of the JVM with the PyTorch CPU runtime, outside model tensors: 158 MiB right after the engine
@@ -43,7 +43,8 @@ public final class MemoryModel {
     }
 
     /**
-     * Bytes per logit while the loss and its gradient exist (anchors §2.5). The chunked loss differs by who runs it:
+     * Bytes per logit while the loss and its gradient exist (docs/memory-plan.md: logits and loss). The chunked loss
+     * differs by who runs it:
      * torchtune deletes its list of logit chunks before backward, so eagerly only each chunk's fp32 log-softmax
      * survives (4 B), while torch.compile's partitioner saves the cheapest inputs, the 16-bit chunk and a per-row
      * log-sum-exp, and recomputes the fp32 upcast and softmax inside the fused backward kernel, which writes a 16-bit

@@ -2,7 +2,7 @@ package dev.finetune.recipes.plan;
 
 /**
  * Bytes per parameter for each kind of state, a choice the plan prints because published recipes differ by 2× here
- * (research/memory-anchors.md §2.2, §4.1): the same "bf16 AdamW" run costs 8, 12 or 16 bytes per parameter.
+ * (docs/memory-plan.md: precision regimes): the same "bf16 AdamW" run costs 8, 12 or 16 bytes per parameter.
  *
  * @param label printed in the plan
  * @param frozenWeight a frozen base weight (LoRA) that is not quantized
@@ -13,7 +13,7 @@ package dev.finetune.recipes.plan;
  * @param activation one saved activation or logit value
  */
 public enum PrecisionRegime {
-    /** Everything fp32: our CPU trainer (DESIGN.md §5), and plain PyTorch without autocast. */
+    /** Everything fp32: our CPU trainers (docs/engine-facts.md), and plain PyTorch without autocast. */
     FP32("fp32 weights, gradients and optimizer state", 4, 4, 0, 4, 4, 4),
     /**
      * Our CPU trainer with {@code bf16: true}: fp32 weights, gradients and optimizer state, and during the step a

@@ -16,7 +16,7 @@ import org.junit.jupiter.params.provider.CsvSource;
 
 class ModelParametersTest {
 
-    /** Official safetensors totals and the embedding / per-layer split, from research/model-configs.tsv. */
+    /** Official safetensors totals and the embedding / per-layer split, from the models' published config.json and safetensors index. */
     @ParameterizedTest(name = "{0}")
     @CsvSource({
         "meta-llama/Llama-3.1-8B, 525336576, 218112000, 8030261248",
@@ -69,7 +69,7 @@ class ModelParametersTest {
         assertEquals(Double.parseDouble(billions), count / 1e9, 0.5 * Math.pow(10, -decimals), name);
     }
 
-    /** LoRA trainable counts printed by PEFT / derived in research/memory-anchors.md §2.3 and memory-measured.tsv. */
+    /** LoRA trainable counts printed by PEFT / derived from r·(d_in + d_out) per adapted linear (docs/memory-plan.md). */
     @Test
     void loraTrainableParametersMatchPeft() {
         assertEquals(9_175_040, lora("meta-llama/Llama-3.2-3B", 32, List.of("q_proj", "v_proj"), false));

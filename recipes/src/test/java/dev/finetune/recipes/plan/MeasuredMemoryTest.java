@@ -21,7 +21,7 @@ import java.util.Objects;
 import org.junit.jupiter.api.Test;
 
 /**
- * Our estimate against published peak-memory measurements (research/memory-measured.tsv). The setups are in
+ * Our estimate against published peak-memory measurements (docs/memory-plan.md: checked against measurements). The setups are in
  * {@code memory-measured-setups.tsv}; the rows we cannot express, and the outliers with their reasons, in
  * {@code memory-outliers.md}. No constant in the model is fitted to a row.
  */

@@ -1,6 +1,5 @@
 package dev.finetune.recipes.plan;
 
-import dev.finetune.recipes.ReferenceModel;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
@@ -10,6 +9,7 @@ import com.google.gson.JsonObject;
 import com.google.gson.JsonParser;
 import dev.finetune.recipes.AdapterSpec;
 import dev.finetune.recipes.Recipe;
+import dev.finetune.recipes.ReferenceModel;
 import dev.finetune.recipes.UserError;
 import dev.finetune.recipes.model.KnownModels;
 import dev.finetune.recipes.model.ModelConfig;
@@ -40,7 +40,7 @@ class MemoryModelTest {
                 .map(e::term).filter(t -> t != null).mapToLong(t -> t.in(Phase.OPTIMIZER_STEP)).sum();
     }
 
-    /** ZeRO paper accounting (research/memory-measured.tsv ZR1, ZR4): (2 + 2 + 12) bytes per parameter, ÷ N when sharded. */
+    /** ZeRO paper accounting (the ZeRO paper's own examples): (2 + 2 + 12) bytes per parameter, ÷ N when sharded. */
     @Test
     void mixedPrecisionStateIsSixteenBytesPerParameterAsInZero() {
         long p = LLAMA2_7B.parameterCount();
@@ -58,7 +58,7 @@ class MemoryModelTest {
         assertEquals(16 * p, staticBytes(fp32));
     }
 
-    /** research/memory-anchors.md §2.3: NF4 is 4.5 bits without, 4.127 bits with double quantization; embedding/head stay 16-bit. */
+    /** docs/memory-plan.md (LoRA and QLoRA): NF4 is 4.5 bits without, 4.127 bits with double quantization; embedding/head stay 16-bit. */
     @Test
     void qloraQuantizesOnlyDecoderLinears() {
         MemoryEstimate dq = MemoryModel.estimate(setup(LLAMA_8B, QLORA, PrecisionRegime.BF16_PURE, new Recipe.Objective.Sft(), Sharding.SINGLE, 1));
@@ -75,7 +75,7 @@ class MemoryModelTest {
         assertEquals(0.373, saved * 8 / quantized, 0.001);
     }
 
-    /** The per-token, per-layer counts derived in research/memory-anchors.md §2.4 (plus the fp32 log-sum-exp per head). */
+    /** The per-token, per-layer counts derived in docs/memory-plan.md (activations) (plus the fp32 log-sum-exp per head). */
     @Test
     void activationCountsMatchTheAnchors() {
         AdapterSpec full = new AdapterSpec.Full();

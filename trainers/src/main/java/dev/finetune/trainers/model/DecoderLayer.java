@@ -143,7 +143,7 @@ public final class DecoderLayer {
 
     private NDArray mlp(NDArray x, boolean inference) {
         NDArray g = project(gate, x, inference);
-        // SiLU composed as g·sigmoid(g): DJL's swish takes a Java Number and corrupts gradients (DESIGN.md §5).
+        // SiLU composed as g·sigmoid(g): DJL's swish takes a Java Number and corrupts gradients (docs/engine-facts.md).
         NDArray activated = g.mul(g.getNDArrayInternal().sigmoid());
         return project(down, activated.mul(project(up, x, inference)), inference);
     }

@@ -110,7 +110,7 @@ public sealed interface ForwardPass {
      * Activation checkpointing: layers run without a graph, only each layer's input is kept, and the backward walk
      * recomputes one layer at a time under the graph, top to bottom. Each layer runs in its own {@link NDScope}
      * because DJL keeps every intermediate alive until its wrapper is closed, graph or not; without the scopes
-     * recomputation would save nothing (djl-feasibility.md §2).
+     * recomputation would save nothing (docs/engine-facts.md).
      */
     final class Recomputing<C> implements ForwardPass {
         private final TrainableModel<C> model;

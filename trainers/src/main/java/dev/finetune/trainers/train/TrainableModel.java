@@ -10,7 +10,7 @@ import java.util.List;
  *
  * <p>The cut exists for activation checkpointing: {@link ForwardPass} keeps only each layer's input and
  * recomputes the layer during the backward walk, which it can only do if it can call layers one at a time.
- * Every method must be differentiable without Java {@code Number} operands (DESIGN.md §5).
+ * Every method must be differentiable without Java {@code Number} operands (docs/engine-facts.md).
  *
  * @param <C> what every layer of one forward pass shares, built once from the inputs (for a transformer: rotary
  *     angles and the attention mask); kept alive for the recomputation

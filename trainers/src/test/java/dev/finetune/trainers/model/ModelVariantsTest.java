@@ -227,7 +227,7 @@ class ModelVariantsTest {
 
     /**
      * Every trainable array gets the gradient that central differences of {@link NaiveLlama} predict, even with a GC
-     * between forward and backward (a freed operand would show as 0, Inf or garbage, DESIGN.md §5).
+     * between forward and backward (a freed operand would show as 0, Inf or garbage, docs/engine-facts.md).
      *
      * <p>The differences are taken in float64 on the plain implementation, not on the float32 engine model: with a
      * float32 loss the step must be large for the quotient to rise above rounding, and at step 1e-2 the truncation

@@ -20,9 +20,9 @@ import java.util.Locale;
 import java.util.Map;
 
 /**
- * {@code backend: fsdp}: the recipe trained by the Python worker under torchrun, FSDP2 over the ranks (DESIGN.md
- * §6). This side validates, preprocesses, writes the worker's plan, starts torchrun, and turns the ranks' JSON lines
- * into the same progress display, {@code metrics.jsonl} and {@code loss.png} as the single-device trainer.
+ * {@code backend: fsdp}: the recipe trained by the Python worker under torchrun, FSDP2 over the ranks (ARCHITECTURE.md:
+ * the fsdp worker). This side validates, preprocesses, writes the worker's plan, starts torchrun, and turns the ranks'
+ * JSON lines into the same progress display, {@code metrics.jsonl} and {@code loss.png} as the single-device trainer.
  */
 public final class FsdpBackend {
     /**

@@ -207,7 +207,7 @@ public record DpoLoss(List<Term> terms, double beta, double labelSmoothing, doub
         return metrics;
     }
 
-    /** Torch-owned 0-dim constants, closed with the step: never a Java {@code Number} operand (DESIGN.md §5). */
+    /** Torch-owned 0-dim constants, closed with the step: never a Java {@code Number} operand (docs/engine-facts.md). */
     private record Constants(NDManager manager) {
         NDArray of(double value) {
             return manager.full(new Shape(), (float) value, DataType.FLOAT32);
