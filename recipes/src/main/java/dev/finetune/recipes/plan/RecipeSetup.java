@@ -30,7 +30,35 @@ public final class RecipeSetup {
                 t.optimizer(), micro, accumulation,
                 t.sequenceLen(), run.activationCheckpointing(), objective(recipe.objective(), generationBatch),
                 run.sharding(recipe), run.devices(), run.backend() == ResolvedRun.Backend.SINGLE
-                        ? Kernels.singleDevice(singleDeviceLoss(recipe, run.precision(), model)) : Kernels.ours(), run.reference());
+                        ? Kernels.singleDevice(singleDeviceLoss(recipe, run.precision(), model))
+                        : worker(recipe, run, model), run.reference());
+    }
+
+    /**
+     * Families whose logits are transformed after the head (Gemma 2/3's final soft-capping, Granite's and Cohere's
+     * scaling): the worker keeps their full logits (finetune_worker.head_loss.why_not reads the same from the config).
+     */
+    static final java.util.Set<String> LOGIT_TRANSFORMS = java.util.Set.of("gemma2", "gemma3", "gemma3_text",
+            "granite", "granitemoe", "cohere", "cohere2");
+
+    /**
+     * What the torch worker computes with (finetune_worker.kernels, as the worker plan asks): the LM head inside the
+     * loss over chunks of rows for every objective where the head is a plain matrix (no LoRA on it, no bias, no logit
+     * transform), else the full logits; per-document causal attention (SDPA, no dense mask) unless the family slides
+     * a window, which keeps the dense mask (every score computed; on the CPU transformers' eager attention keeps its
+     * weights); decoder layers compiled under {@code torch_compile: true}, or {@code auto} on CUDA.
+     */
+    static Kernels worker(Recipe recipe, ResolvedRun run, ModelConfig model) {
+        boolean plainHead = !model.outputBias() && !LOGIT_TRANSFORMS.contains(model.modelType())
+                && model.parameters().loraTargets(recipe.adapter()).stream()
+                        .noneMatch(t -> t.name().equals("lm_head") || t.name().endsWith(".lm_head"));
+        boolean cuda = run.device() == ResolvedRun.Device.CUDA;
+        boolean compiled = recipe.speedups().torchCompile() == Recipe.Flag.TRUE
+                || (recipe.speedups().torchCompile() == Recipe.Flag.AUTO && cuda);
+        Kernels.Attention attention = model.slidingWindow() == null ? Kernels.Attention.FUSED
+                : cuda ? Kernels.Attention.FUSED_MASKED : Kernels.Attention.SCORES;
+        return new Kernels(compiled ? Kernels.Layers.FUSED : Kernels.Layers.EAGER,
+                plainHead ? Kernels.Loss.HEAD_INSIDE_CHUNKED : Kernels.Loss.FULL, attention);
     }
 
     /**

@@ -43,6 +43,11 @@ class RecipeSetupTest {
 
     static Recipe recipe(AdapterSpec adapter, Recipe.Flag bf16, Recipe.Optimizer optimizer, boolean checkpointing,
             Recipe.Objective objective, Recipe.Fsdp fsdp, Recipe.Hardware hardware) {
+        return recipe(adapter, bf16, optimizer, checkpointing, objective, fsdp, hardware, Recipe.Speedups.NONE);
+    }
+
+    static Recipe recipe(AdapterSpec adapter, Recipe.Flag bf16, Recipe.Optimizer optimizer, boolean checkpointing,
+            Recipe.Objective objective, Recipe.Fsdp fsdp, Recipe.Hardware hardware, Recipe.Speedups speedups) {
         return new Recipe(
                 new Recipe.Model("meta-llama/Llama-3.1-8B", null, null, false, Map.of(), null, null, List.of(), Map.of(), null, null),
                 adapter,
@@ -58,7 +63,7 @@ class RecipeSetupTest {
                 hardware,
                 Recipe.Backend.AUTO,
                 new Recipe.Output("out", new dev.finetune.recipes.Resume.Fresh(), null, dev.finetune.recipes.SaveStrategy.STEPS, null, null, 4, dev.finetune.recipes.EvalStrategy.NO, null, null, null, null, false, false),
-                Recipe.Speedups.NONE);
+                speedups);
     }
 
     static final AdapterSpec QLORA = new AdapterSpec.Lora(16, 32, 0.05, List.of(), true, false, new AdapterSpec.Nf4(64, true));
@@ -75,6 +80,40 @@ class RecipeSetupTest {
         assertEquals(8, s.globalBatch());
         assertTrue(s.gradientCheckpointing());
         assertTrue(MemoryModel.estimate(s).fits(), PlanText.render(MemoryPlan.of(s)));
+    }
+
+    /**
+     * The plan follows the torch worker's path (#22): on one GPU the LM head inside the loss in chunks, for DPO's
+     * log-probabilities too, per-document attention without a dense mask, layers compiled under torch_compile; full
+     * logits where the head is LoRA-adapted. Qwen2.5-0.5B (vocabulary 151,936) at 2 × 2048 positions: 441 rows
+     * (64 Mi logits / 151,936) of fp32 logits, 268 MB, instead of 4,096 rows.
+     */
+    @Test
+    void theWorkersPlanHasItsChunkedHeadAndDocumentAttention() {
+        ModelConfig qwen = KnownModels.lookup("Qwen/Qwen2.5-0.5B").orElseThrow();
+        AdapterSpec lora = new AdapterSpec.Lora(16, 32, 0, List.of(), true, false, null);
+        for (Recipe.Objective objective : List.of(new Recipe.Objective.Sft(), dpo())) {
+            Recipe r = recipe(lora, Recipe.Flag.TRUE, Recipe.Optimizer.ADAMW_TORCH_FUSED, false, objective, null,
+                    new Recipe.Hardware.Gpus(1, 1, 80L << 30));
+            TrainingSetup s = setup(r, qwen, LaunchShape.RECIPE, null, 2, 4, 0);
+            assertEquals(ResolvedRun.Backend.FSDP, ResolvedRun.of(r, LaunchShape.RECIPE).backend());
+            assertEquals(new Kernels(Kernels.Layers.EAGER, Kernels.Loss.HEAD_INSIDE_CHUNKED, Kernels.Attention.FUSED),
+                    s.kernels(), objective.toString());
+            MemoryPlan plan = MemoryPlan.of(s);
+            assertTrue(PlanText.render(plan).contains("441 positions × 151936 vocab × 4.00 B (the LM head inside the "
+                    + "loss, one chunk of logits at a time)"), PlanText.render(plan));
+        }
+        Recipe compiled = recipe(lora, Recipe.Flag.TRUE, null, false, new Recipe.Objective.Sft(), null,
+                new Recipe.Hardware.Gpus(1, 1, 80L << 30), new Recipe.Speedups(Recipe.Flag.AUTO, null, null,
+                List.of(), false));
+        assertEquals(Kernels.Layers.FUSED, setup(compiled, qwen, LaunchShape.RECIPE, null, 2, 4, 0).kernels().layers(),
+                "torch_compile: auto compiles on CUDA");
+        AdapterSpec onHead = new AdapterSpec.Lora(16, 32, 0, List.of("q_proj", "lm_head"), false, false, null);
+        Recipe adaptedHead = recipe(onHead, Recipe.Flag.TRUE, null, false, new Recipe.Objective.Sft(), null,
+                new Recipe.Hardware.Gpus(1, 1, 80L << 30));
+        // (Llama 3.1 8B: an lm_head of its own; Qwen2.5-0.5B ties it to the embedding)
+        assertEquals(Kernels.Loss.FULL, setup(adaptedHead, LLAMA_8B, LaunchShape.RECIPE, null, 2, 4, 0).kernels()
+                .loss());
     }
 
     @Test
