@@ -169,7 +169,10 @@ def write_case(case, folder, steps, per_step, nproc):
     plan = plans.Plan(
         format=plans.FORMAT,
         model=plans.Model(path=case["model"], compute_dtype="bfloat16" if gpu and torch.cuda.is_bf16_supported()
-                          else "float32", gradient_checkpointing=False, adapter=adapter,
+                          else "float32",
+                          # the regime finetune plans for LoRA with bf16 on a GPU (fp32 adapters over a bf16 base)
+                          precision="mixed" if gpu and torch.cuda.is_bf16_supported() else "fp32", tf32=True,
+                          gradient_checkpointing=False, adapter=adapter,
                           kernels=plans.Kernels(head="chunked", attention="auto", liger=(), activation_offloading=False,
                                                 torch_compile=False, torch_compile_backend="inductor",
                                                 torch_compile_mode=None)),

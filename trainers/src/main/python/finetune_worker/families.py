@@ -53,21 +53,14 @@ def lora_config(init):
                       target_parameters=list(init.target_parameters) or None, bias="none", task_type="CAUSAL_LM")
 
 
-def with_lora(model, init, seed):
-    """The model with PEFT's LoRA on what the plan resolved (``plan.PeftInit``), A drawn by PEFT from ``seed``
-    (B = 0): the families the JVM trainer does not run start from PEFT's own initialisation, as a TRL run would.
-    Refuses when PEFT adapted other weights than those (its transformers-4 compatibility renames MoE targets): the
-    plan counted those."""
-    from peft import get_peft_model
-
-    torch.manual_seed(seed)
-    model = get_peft_model(model, lora_config(init))
+def check_adapted(model, init):
+    """Refuses a PEFT model that adapted other weights than the plan resolved (``plan.PeftInit``): the plan counted
+    those (PEFT's transformers-4 compatibility renames MoE targets)."""
     adapted = {name for name, module in model.named_modules() if hasattr(module, "lora_A") and module.lora_A}
     expected = len(init.target_modules) + len(init.target_parameters)
     if len(adapted) != expected:
         raise ValueError("PEFT adapted %d modules where the plan resolved %d targets (%s...)"
                          % (len(adapted), expected, sorted(adapted)[:4]))
-    return model
 
 
 def router_settings(model):

@@ -78,7 +78,7 @@ class Dpo:
         # number of forward passes (FSDP all-gathers in each), then the ranks exchange their values.
         from finetune_worker import distributed
 
-        everything = list(train) + list(evaluation)
+        everything = train + evaluation
         values = distributed.map_batches(everything, world,
                                          lambda batch: self.reference_of(model, batch.to(world.device)).cpu().tolist())
         for batch, value in zip(everything, values):

@@ -62,6 +62,8 @@ class Kernels:
 class Model:
     path: str
     compute_dtype: str  # "float32" or "bfloat16": FSDP2's mixed-precision policy
+    precision: str  # the regime the plan counted (precision.REGIMES): the dtype each kind of state is stored in
+    tf32: bool  # float32 matrix multiplies on TF32 tensor cores
     gradient_checkpointing: bool
     adapter: Optional[Adapter]  # None: a full fine-tune
     kernels: Kernels

@@ -10,7 +10,6 @@ same loss and gradient up to arithmetic order.
 import contextlib
 import json
 import os
-import resource
 import signal
 import sys
 import threading
@@ -20,7 +19,8 @@ import warnings
 
 import torch
 
-from finetune_worker import checkpoints, data, distributed, extras, families, hf_files, kernels, objectives
+from finetune_worker import (checkpoints, data, distributed, extras, hf_files, kernels, loading, memory,
+                            objectives, optimizers, precision)
 from finetune_worker import plan as plans
 
 
@@ -39,27 +39,6 @@ class Reporter:
         line.update(fields)
         sys.stdout.write(json.dumps(line) + "\n")
         sys.stdout.flush()
-
-
-def _peak_memory_mb(device):
-    """What the memory plan estimates per rank: on a GPU what PyTorch's allocator reserved at most (the plan's
-    allocator overhead included), on CPU the whole process's peak resident set (VmHWM), as the JVM trainer measures
-    its own."""
-    if device.type == "cuda":
-        return torch.cuda.max_memory_reserved(device) / 2**20
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    # ru_maxrss is the same high-water mark in KiB on Linux
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def _peak_memory_kind(device):
-    return "max_memory_reserved" if device.type == "cuda" else "resident set, VmHWM"
 
 
 def _flos_parameters(model):
@@ -82,91 +61,37 @@ def _derive(*parts):
 
 
 def build_model(plan, world):
-    """The model as this run trains it, and what it computes with (:mod:`kernels`). One process trains the model
-    as loaded, on its device; several shard it with FSDP2 (:func:`shard`)."""
+    """The model as this run trains it, in the precision regime the plan names, and what it computes with
+    (:mod:`kernels`): ``((model, lora, kernels), regime)``. Built sharded from the start (:mod:`loading`); QLoRA,
+    which runs on one GPU only, is loaded quantized by transformers."""
+    regime = precision.of(plan.model.precision)
+    precision.set_tf32(plan.model.tf32)
+    adapter = plan.model.adapter
+    if adapter is not None and adapter.quantized:
+        return _quantized(plan, world, regime), regime
+    return loading.build(plan, world, regime), regime
+
+
+def _quantized(plan, world, regime):
+    """QLoRA: the base in bitsandbytes' 4 bits on this GPU, the LoRA adapter from Java's initial one."""
+    from peft import PeftModel
     from transformers import AutoModelForCausalLM
 
-    on_gpu = world.device.type == "cuda"
-    # the launcher's resolved run decided it: bf16 compute on CUDA (reductions stay fp32), else fp32
-    precision = "bf16" if plan.model.compute_dtype == "bfloat16" else "fp32"
-    if precision == "bf16" and not (on_gpu and torch.cuda.is_bf16_supported()):
-        raise ValueError("plan.model.compute_dtype is bfloat16, but %s has no bfloat16" % world.device)
-    compute = torch.bfloat16 if precision == "bf16" else torch.float32
-    sharded = world.size > 1
-    adapter = plan.model.adapter
-    quantized = adapter is not None and adapter.quantized
-    load = {}
-    if quantized:
-        if sharded:
-            raise extras.Missing("QLoRA runs on one GPU: FSDP2 gathers bitsandbytes' 4-bit parameters back as plain "
-                                 "tensors without their quantization state")
-        extras.require_bitsandbytes("adapter: qlora", world.device)
-        load = dict(quantization_config=extras.quantization_config(adapter, compute), device_map={"": world.device})
-    # One process loads the weights in the compute dtype (bf16 weights: the plan's regime on a GPU, LoRA adapters
-    # stay fp32 in PEFT); FSDP2 keeps fp32 shards and computes in bf16 through its MixedPrecisionPolicy.
-    dtype = compute if not sharded else torch.float32
+    if world.size > 1:
+        raise extras.Missing("QLoRA runs on one GPU: FSDP2 gathers bitsandbytes' 4-bit parameters back as plain "
+                             "tensors without their quantization state")
+    extras.require_bitsandbytes("adapter: qlora", world.device)
     model = AutoModelForCausalLM.from_pretrained(
-        plan.model.path, dtype=dtype, attn_implementation="sdpa" if on_gpu else "eager", **load)
+        plan.model.path, dtype=regime.compute, attn_implementation="sdpa",
+        quantization_config=extras.quantization_config(plan.model.adapter, regime.compute),
+        device_map={"": world.device})
     model.config.use_cache = False
     checkpointing = plan.model.gradient_checkpointing
     if checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    fast = kernels.setup(model, plan.model.kernels, world.device, compute, checkpointing)
-    layer_classes = families.decoder_layer_classes(model)
-    lora = adapter is not None
-    if lora and adapter.initial:
-        from peft import PeftModel
-
-        # Java wrote the initial adapter (its own A init, B = 0): both backends start from the same weights.
-        model = PeftModel.from_pretrained(model, adapter.initial, is_trainable=True)
-    elif lora:
-        model = families.with_lora(model, adapter.peft_init, plan.training.seed)
-    if not quantized:
-        model.to(world.device)
-    if sharded:
-        shard(model, layer_classes, precision, plan, world)
-    return model, lora, fast
-
-
-def shard(model, layer_classes, precision, plan, world):
-    """fully_shard per decoder layer, then the root (embeddings, final norm and head, tied weights)."""
-    from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, OffloadPolicy, fully_shard
-
-    mesh = init_device_mesh(world.device.type, (world.size,))
-    if precision == "bf16":
-        policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
-    else:
-        policy = MixedPrecisionPolicy()
-    layers = [m for m in model.modules() if type(m).__name__ in layer_classes]
-    if not layers:
-        raise RuntimeError("found no decoder layers (%s) to shard in %s" % (sorted(layer_classes),
-                                                                            type(model).__name__))
-    offload = CPUOffloadPolicy() if plan.parallel.offload_params and world.device.type == "cuda" else OffloadPolicy()
-    reshard = plan.parallel.reshard_after_forward
-    for layer in layers:
-        fully_shard(layer, mesh=mesh, mp_policy=policy, offload_policy=offload, reshard_after_forward=reshard)
-    fully_shard(model, mesh=mesh, mp_policy=policy, offload_policy=offload, reshard_after_forward=reshard)
-
-
-def build_optimizer(model, settings, device):
-    decayed, plain = [], []
-    for name, parameter in model.named_parameters():
-        if not parameter.requires_grad:
-            continue
-        lower = name.lower()
-        # The Hugging Face Trainer's rule, as the JVM trainer's AdamW: biases and norm weights are not decayed.
-        (plain if lower.endswith("bias") or "norm" in lower else decayed).append(parameter)
-    groups = [{"params": decayed, "weight_decay": settings.weight_decay},
-              {"params": plain, "weight_decay": 0.0}]
-    groups = [g for g in groups if g["params"]]
-    betas = (settings.beta1, settings.beta2)
-    name = settings.name
-    if name in extras.BNB_OPTIMIZERS:
-        return extras.optimizer_class(name, device)(groups, lr=0.0, betas=betas, eps=settings.epsilon)
-    # one fused kernel for every parameter on CUDA: no per-tensor launches, no host round trip
-    return torch.optim.AdamW(groups, lr=0.0, betas=betas, eps=settings.epsilon,
-                             fused=True if device.type == "cuda" else None)
+    fast = kernels.setup(model, plan.model.kernels, world.device, regime.compute, checkpointing)
+    model = PeftModel.from_pretrained(model, plan.model.adapter.initial, is_trainable=True)
+    return model, True, fast
 
 
 def grad_norm_and_clip(parameters, max_norm):
@@ -217,10 +142,13 @@ def run(plan, world, report):
     if len(order) < total_steps * per_step or len(learning_rates) < total_steps:
         raise ValueError("the schedule file is shorter than %d steps" % total_steps)
 
-    model, lora, fast = build_model(plan, world)
+    (model, lora, fast), regime = build_model(plan, world)
+    # the load's own peak; from here the high-water mark is the training's
+    load_peak = memory.peak_mb(world.device)
+    memory.reset_peak(world.device)
     objective = objectives.of(plan, lora, fast)
     settings = plan.optimizer
-    optimizer = build_optimizer(model, settings, world.device)
+    optimizer = optimizers.build(model, settings, regime, world.device)
     trainable = [p for p in model.parameters() if p.requires_grad]
     # A sharded parameter's numel() is that of the whole tensor, so these are the model's totals on every rank.
     counts = [sum(p.numel() for p in model.parameters()), sum(p.numel() for p in trainable)]
@@ -248,7 +176,7 @@ def run(plan, world, report):
         history = hf_files.read_history(folder)
         report.emit("resumed", folder=folder, step=step, saved_world_size=state["world_size"])
     # TRL's num_tokens / HF's num_input_tokens_seen: every real token trained on so far, a resumed run's included
-    tokens_seen = sum(train_batches[order[p]].tokens for p in range(step * per_step))
+    tokens_seen = sum(train_batches.tokens(order[p]) for p in range(step * per_step))
     report.emit("start", step=step, total_steps=total_steps, world_size=world.size,
                 parameters=int(counts[0]), trainable_parameters=int(counts[1]),
                 device=str(world.device), micro_batches_per_step=per_step, flos_parameters=flos_parameters,
@@ -271,8 +199,9 @@ def run(plan, world, report):
     while step < total_steps:
         started = time.perf_counter()
         position = step * per_step
-        window = [train_batches[order[position + k]] for k in range(per_step)]
-        mine = data.rank_share(window, world.rank, world.size)
+        # only this rank's share of the window is read from the batches file
+        mine = [train_batches[i] for i in data.rank_share([order[position + k] for k in range(per_step)],
+                                                          world.rank, world.size)]
         # Which micro batches this rank trained at this step: the global batch identity, auditable per rank.
         trace.write(json.dumps({"step": step + 1, "rank": world.rank,
                                 "micro_batches": data.rank_share([order[position + k] for k in range(per_step)],
@@ -304,6 +233,9 @@ def run(plan, world, report):
         for group in optimizer.param_groups:
             group["lr"] = lr
         optimizer.step()
+        if first:
+            # every plan term exists now: weights, adapter, gradients (until zero_grad) and the optimizer's state
+            terms = memory.tensor_terms(model, optimizer, lora)
         optimizer.zero_grad(set_to_none=True)
         names = sorted(metric_sums)
         # the stop flag rides on this all-reduce: every rank stops after the same step, as one
@@ -314,7 +246,7 @@ def run(plan, world, report):
         seconds = distributed.max_all(time.perf_counter() - started, world.device)
         step += 1
         consumed = position + per_step
-        peak = _peak_memory_mb(world.device)
+        peak = memory.peak_mb(world.device)
         line = {"step": step, "epoch": consumed / per_epoch, "loss": totals[0] / max(1.0, global_weight),
                 "learning_rate": lr, "grad_norm": norm, "tokens_per_second": totals[1] / seconds,
                 "num_tokens": tokens_seen, "peak_memory_mb": distributed.max_all(peak, world.device)}
@@ -322,8 +254,11 @@ def run(plan, world, report):
             line[name] = value / max(1.0, global_weight)
         if first:
             # each rank's own peak after the first optimizer step, for the launcher to set beside the plan's
-            peaks = distributed.gather_objects({"rank": world.rank, "host": world.host, "peak_memory_mb": peak})
-            report.emit("peak_memory", ranks=peaks, step=step, measured=_peak_memory_kind(world.device))
+            peaks = distributed.gather_objects({"rank": world.rank, "host": world.host, "peak_memory_mb": peak,
+                                                "load_peak_memory_mb": load_peak,
+                                                "host_peak_memory_mb": memory.host_peak_mb(), "tensors": terms})
+            report.emit("peak_memory", ranks=peaks, step=step, measured=memory.peak_kind(world.device),
+                        precision=regime.name, optimizer=type(optimizer).__name__)
             first = False
         evaluated = bool(eval_batches) and (step == total_steps or (plan.training.eval_steps > 0
                                                                     and step % plan.training.eval_steps == 0))

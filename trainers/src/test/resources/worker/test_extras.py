@@ -13,7 +13,7 @@ import unittest
 
 import torch
 
-from finetune_worker import extras, train
+from finetune_worker import extras, optimizers, precision, train
 from finetune_worker import plan as plans
 from finetune_worker.distributed import World
 
@@ -51,7 +51,7 @@ class Refusals(unittest.TestCase):
             settings = plans.Optimizer(name=name, beta1=0.9, beta2=0.999, epsilon=1e-8, weight_decay=0.0,
                                        max_grad_norm=1.0)
             with self.assertRaises(extras.Missing) as refused:
-                train.build_optimizer(model, settings, CUDA)
+                optimizers.build(model, settings, precision.of("fp32"), CUDA)
             self.assertIn("optimizer: " + name, str(refused.exception))
 
     def test_a_qlora_plan_is_refused_before_the_weights_are_read(self):
@@ -63,7 +63,8 @@ class Refusals(unittest.TestCase):
                                     torch_compile=False, torch_compile_backend="inductor", torch_compile_mode=None)
             # only the model section is read before the refusal
             plan = types.SimpleNamespace(model=plans.Model(path=os.path.join(folder, "absent"),
-                                                           compute_dtype="float32", gradient_checkpointing=False,
+                                                           compute_dtype="float32", precision="mixed", tf32=False,
+                                                           gradient_checkpointing=False,
                                                            adapter=adapter, kernels=kernels))
             world = World(0, 1, 0, torch.device("cpu"), "host")
             with self.assertRaises(extras.Missing) as refused:
@@ -108,13 +109,14 @@ class FusedAdamW(unittest.TestCase):
     def test_the_fused_kernel_takes_the_plain_optimizers_steps(self):
         """On CUDA the worker asks for torch's fused AdamW; torch has the same kernel for CPU tensors, so the
         optimizer the worker builds for a GPU is run here against the one it builds for a CPU."""
-        settings = plans.Optimizer(name="adamw_torch_fused", beta1=0.9, beta2=0.95, epsilon=1e-8, weight_decay=0.1,
+        # adamw_torch: fused on CUDA only (adamw_torch_fused would ask for the fused kernel on the CPU as well)
+        settings = plans.Optimizer(name="adamw_torch", beta1=0.9, beta2=0.95, epsilon=1e-8, weight_decay=0.1,
                                    max_grad_norm=1.0)
         torch.manual_seed(0)
         first = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.LayerNorm(32), torch.nn.Linear(32, 4))
         models = [first, copy.deepcopy(first)]
-        fused = train.build_optimizer(models[0], settings, CUDA)
-        plain = train.build_optimizer(models[1], settings, torch.device("cpu"))
+        fused = optimizers.build(models[0], settings, precision.of("fp32"), CUDA)
+        plain = optimizers.build(models[1], settings, precision.of("fp32"), torch.device("cpu"))
         self.assertTrue(fused.defaults["fused"])
         self.assertFalse(plain.defaults.get("fused"))
         generator = torch.Generator().manual_seed(1)

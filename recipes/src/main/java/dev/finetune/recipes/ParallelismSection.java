@@ -2,6 +2,7 @@ package dev.finetune.recipes;
 
 import dev.finetune.recipes.Recipe.Flag;
 import dev.finetune.recipes.plan.Accelerator;
+import dev.finetune.recipes.plan.PrecisionRegime;
 import dev.finetune.recipes.YamlNode.Mapping;
 import dev.finetune.recipes.YamlNode.Scalar;
 import java.nio.file.Path;
@@ -37,7 +38,17 @@ final class ParallelismSection {
             problems.error(top.at("fp16"), "bf16 and fp16 are both true: a run computes in one of them",
                     "keep bf16: true and remove fp16 (or the other way round on GPUs without bfloat16)");
         }
-        return new Recipe.Precision(bf16, fp16, tf32);
+        String named = top.choice("precision", "auto", java.util.stream.Stream.concat(java.util.stream.Stream.of("auto"),
+                PrecisionRegime.keys().stream()).toList());
+        PrecisionRegime regime = PrecisionRegime.byKey(named);
+        if (regime == PrecisionRegime.FP32 && (bf16 == Flag.TRUE || fp16 == Flag.TRUE)) {
+            problems.error(top.at("precision"), "precision: fp32 contradicts " + (bf16 == Flag.TRUE ? "bf16" : "fp16")
+                    + ": true", "keep one of them");
+        } else if (regime != null && regime != PrecisionRegime.FP32 && (bf16 == Flag.FALSE || fp16 == Flag.TRUE)) {
+            problems.error(top.at("precision"), "precision: " + named + " computes in bfloat16, but "
+                    + (fp16 == Flag.TRUE ? "fp16: true" : "bf16: false") + " says otherwise", "remove one of them");
+        }
+        return new Recipe.Precision(bf16, fp16, tf32, regime);
     }
 
     Recipe.Hardware hardware(KeyReader top) {

@@ -122,10 +122,17 @@ public record Recipe(
             Integer evalBatchSize) {}
 
     /**
-     * {@code bf16}, {@code fp16}, {@code tf32} as written: {@code auto} is resolved against the device, once, into the
-     * run's precision regime ({@link ResolvedRun#precision}).
+     * {@code bf16}, {@code fp16}, {@code tf32} and {@code precision} as written: {@code auto} is resolved against the
+     * device, once, into the run's precision regime ({@link ResolvedRun#precision}).
+     *
+     * @param regime {@code precision:}, the torch worker's regime by name, or {@code null} for auto
      */
-    public record Precision(Flag bf16, Flag fp16, Flag tf32) {}
+    public record Precision(Flag bf16, Flag fp16, Flag tf32, dev.finetune.recipes.plan.PrecisionRegime regime) {
+
+        public Precision(Flag bf16, Flag fp16, Flag tf32) {
+            this(bf16, fp16, tf32, null);
+        }
+    }
 
     public enum Flag { TRUE, FALSE, AUTO }
 

@@ -149,10 +149,15 @@ public record ResolvedRun(Backend backend, Device device, int perNode, int nodes
      * computes in fp32 on CPU); on GPU with bf16/fp16 the model is loaded in 16 bits, so a full fine-tune keeps
      * gradients and torch AdamW's moments in 16 bits too (pure bf16, 8 B/param, as HF Trainer and torchtune do),
      * while LoRA adapters are kept in fp32 by PEFT (16 B per adapter parameter, the mixed-precision row).
-     * {@code plan --precision} overrides it for a what-if.
+     * The recipe's {@code precision:} names the worker's regime outright (the worker stores each kind of state in
+     * that regime's dtypes, on CPU too); the JVM trainer has no such choice. {@code plan --precision} overrides it
+     * for a what-if.
      */
     static PrecisionRegime regime(Recipe recipe, Backend backend, Device device) {
         Recipe.Precision written = recipe.precision();
+        if (backend == Backend.FSDP && written.regime() != null) {
+            return written.regime();
+        }
         if (device == Device.CPU) {
             // bfloat16 matmuls and attention over float32 state, as torch's CPU autocast runs a model; bf16: auto means
             // float32 on a CPU, as Axolotl's auto looks for a GPU

@@ -130,6 +130,6 @@ public final class LayerActivations {
      * to the adapter's dtype, so under autocast every adapter saves its own 16-bit copy of the input.
      */
     static boolean castsPerAdapter(PrecisionRegime r) {
-        return r.master() > r.activation();
+        return r == PrecisionRegime.MIXED_FP32_MASTER;
     }
 }

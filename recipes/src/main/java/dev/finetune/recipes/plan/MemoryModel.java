@@ -112,10 +112,6 @@ public final class MemoryModel {
             if (lora != null) {
                 add("adapter", count(trainable) + " LoRA params × " + r.trainableWeight() + " B" + sharded() + hostNote(), resident(trainable * r.trainableWeight()), all);
             }
-            if (r.master() > 0) {
-                add("master_weights", count(trainable) + " trainable × " + r.master() + " B fp32 master copy" + sharded(),
-                        resident(trainable * r.master()), training);
-            }
             add("gradients", count(trainable) + " trainable × " + r.gradient() + " B" + sharded()
                     + (offload ? ", moved to host after reduce-scatter" : ""), resident(trainable * r.gradient()), backward);
             if (s.sharding() == Sharding.DDP) {

@@ -132,6 +132,9 @@ public record WorkerPlan(Path folder, Path planFile, long totalSteps, long warmu
                 .filter(Files::isRegularFile).map(WorkerPlan::absolute).toList();
         return new WorkerPlanFile(WorkerPlanFile.FORMAT,
                 new WorkerPlanFile.Model(absolute(modelDir), resolved.bfloat16Compute() ? "bfloat16" : "float32",
+                        // the regime the plan counted (ResolvedRun's one decision); tf32: auto is on, as Axolotl
+                        // resolves it on GPUs that have TF32
+                        resolved.precision().key(), recipe.precision().tf32() != Recipe.Flag.FALSE,
                         resolved.activationCheckpointing(), adapter, kernels(recipe.speedups(), resolved)),
                 new WorkerPlanFile.Parallel(resolved.worldSize(), fsdp == null || fsdp.reshardAfterForward(),
                         fsdp != null && fsdp.offloadParams()),

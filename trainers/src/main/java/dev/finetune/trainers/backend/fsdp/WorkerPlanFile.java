@@ -34,11 +34,14 @@ public record WorkerPlanFile(String format, Model model, Parallel parallel, Data
      * @param path the base model's folder
      * @param computeDtype {@code float32} or {@code bfloat16} (FSDP2's mixed-precision policy), as the resolved run
      *     decided
+     * @param precision the precision regime the plan counted ({@code PrecisionRegime.key()}), which the worker stores
+     *     each kind of state in
+     * @param tf32 float32 matrix multiplies on TF32 tensor cores
      * @param adapter the LoRA adapter to train, or {@code null} for a full fine-tune
      * @param kernels the fast-path pieces the worker applies to the model
      */
-    public record Model(String path, String computeDtype, boolean gradientCheckpointing, Adapter adapter,
-            Kernels kernels) {}
+    public record Model(String path, String computeDtype, String precision, boolean tf32,
+            boolean gradientCheckpointing, Adapter adapter, Kernels kernels) {}
 
     /**
      * Exactly one of {@code initial} and {@code peftInit} is set.
