@@ -96,7 +96,11 @@ def write_trainer_state(folder, plan, step, epoch, tokens_seen, flos, history):
         "num_input_tokens_seen": tokens_seen,
         "num_train_epochs": plan.training.num_epochs,
         "save_steps": plan.training.save_steps,
-        "stateful_callbacks": {},
+        # a Trainer continuing from this checkpoint updates TrainerControl's entry at its first save (KeyError
+        # without it); the JVM trainer writes the same (HfTrainerState.statefulCallbacks)
+        "stateful_callbacks": {"TrainerControl": {"args": {flag: False for flag in (
+            "should_training_stop", "should_epoch_stop", "should_save", "should_evaluate", "should_log")},
+            "attributes": {}}},
         "total_flos": flos,
         "train_batch_size": plan.data.micro_batch_size,
         "trial_name": None,

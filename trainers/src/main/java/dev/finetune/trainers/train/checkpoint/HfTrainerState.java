@@ -41,13 +41,32 @@ public record HfTrainerState(double epoch, long globalStep, long maxSteps, int l
         o.addProperty("num_input_tokens_seen", numInputTokensSeen);
         o.addProperty("num_train_epochs", numTrainEpochs);
         o.addProperty("save_steps", saveSteps);
-        o.add("stateful_callbacks", new JsonObject());
+        o.add("stateful_callbacks", statefulCallbacks());
         o.addProperty("total_flos", totalFlos);
         o.addProperty("train_batch_size", trainBatchSize);
         o.add("trial_name", JsonNull.INSTANCE);
         o.add("trial_params", JsonNull.INSTANCE);
         return new GsonBuilder().setPrettyPrinting().serializeNulls().serializeSpecialFloatingPointValues().create()
                 .toJson(o) + "\n";
+    }
+
+    /**
+     * The HF Trainer's {@code TrainerControl} state, all flags down: a Trainer continuing from our checkpoint
+     * ({@code train(resume_from_checkpoint=...)}) updates this entry at its first save and fails with a KeyError
+     * when it is missing. The Python worker writes the same (finetune_worker/hf_files.py).
+     */
+    static JsonObject statefulCallbacks() {
+        JsonObject flags = new JsonObject();
+        for (String flag : List.of("should_training_stop", "should_epoch_stop", "should_save", "should_evaluate",
+                "should_log")) {
+            flags.addProperty(flag, false);
+        }
+        JsonObject control = new JsonObject();
+        control.add("args", flags);
+        control.add("attributes", new JsonObject());
+        JsonObject callbacks = new JsonObject();
+        callbacks.add("TrainerControl", control);
+        return callbacks;
     }
 
     private JsonArray history() {
