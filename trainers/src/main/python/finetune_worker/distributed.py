@@ -1,5 +1,6 @@
 """The process group and the few collectives the loop needs beyond FSDP's own."""
 
+import datetime
 import os
 import socket
 from dataclasses import dataclass
@@ -17,8 +18,10 @@ class World:
     host: str
 
 
-def start():
-    """Joins the process group torchrun set up (gloo on CPU, NCCL on CUDA); a plain ``python`` start is rank 0 of 1."""
+def start(timeout_seconds=1800):
+    """Joins the process group torchrun set up (gloo on CPU, NCCL on CUDA); a plain ``python`` start is rank 0 of 1.
+    ``timeout_seconds`` (ddp_timeout): a collective that waits longer for a rank (stopped, hung, cut off) fails, so
+    the run ends naming it instead of holding every other rank for ever."""
     if "RANK" not in os.environ:
         os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1")
         os.environ.setdefault("MASTER_PORT", str(_free_port()))
@@ -32,7 +35,8 @@ def start():
     else:
         device = torch.device("cpu")
         backend = "gloo"
-    dist.init_process_group(backend=backend, device_id=device if device.type == "cuda" else None)
+    dist.init_process_group(backend=backend, device_id=device if device.type == "cuda" else None,
+                            timeout=datetime.timedelta(seconds=timeout_seconds))
     return World(rank, size, local_rank, device, socket.gethostname())
 
 

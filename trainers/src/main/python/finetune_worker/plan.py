@@ -74,6 +74,7 @@ class Parallel:
     world_size: int
     reshard_after_forward: bool
     offload_params: bool
+    ddp_timeout_seconds: int  # ddp_timeout: a stopped or hung rank fails the collective after this, naming it
 
 
 @dataclasses.dataclass(frozen=True)

@@ -359,7 +359,7 @@ def main(plan_path):
     world = None
     report = Reporter(None)
     try:
-        world = distributed.start()
+        world = distributed.start(plan.parallel.ddp_timeout_seconds)
         report = Reporter(world)
         # The launcher keeps every rank's pid, so that none outlives a failed run.
         report.emit("rank", everyone=True, pid=os.getpid(), local_rank=world.local_rank)

@@ -121,6 +121,7 @@ final class ParallelismSection {
         Mapping config = top.mapping("fsdp_config");
         int cp = top.integer("context_parallel_size", 1);
         int tp = top.integer("tensor_parallel_size", 1);
+        int ddpTimeout = top.integer("ddp_timeout", 1);
         this.shardSize = top.integer("dp_shard_size", null, 1);
         Integer replicate = top.integer("dp_replicate_size", null, 1);
         if (cp > 1) {
@@ -142,7 +143,7 @@ final class ParallelismSection {
             if (topVersion != null) {
                 problems.warn(top.at("fsdp_version"), "fsdp_version has no effect without fsdp_config", "add fsdp_config: or remove fsdp_version");
             }
-            return new Recipe.Distributed(null, cp, tp);
+            return new Recipe.Distributed(null, cp, tp, ddpTimeout);
         }
         KeyReader f = new KeyReader(config == null ? new Mapping(Map.of(), top.at("fsdp")) : config, "fsdp_config.", problems);
         if (config != null) {
@@ -194,7 +195,7 @@ final class ParallelismSection {
                     + " (bitsandbytes) optimizer state", "use optimizer: adamw_torch_8bit");
         }
         return new Recipe.Distributed(new Recipe.Fsdp(version, offload, reshard, activationCheckpointing, ramEfficient,
-                stateDict, wrap, cls), cp, tp);
+                stateDict, wrap, cls), cp, tp, ddpTimeout);
     }
 
     Recipe.Backend backend(KeyReader top, Recipe.Hardware hardware, Recipe.Distributed distributed,

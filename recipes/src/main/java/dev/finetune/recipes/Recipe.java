@@ -353,7 +353,8 @@ public record Recipe(
     /**
      * Parallelism beyond one device. {@code fsdp} is {@code null} when sharding is off.
      */
-    public record Distributed(Fsdp fsdp, int contextParallelSize, int tensorParallelSize) {
+    /** @param ddpTimeoutSeconds {@code ddp_timeout}: how long a collective waits for the other ranks */
+    public record Distributed(Fsdp fsdp, int contextParallelSize, int tensorParallelSize, int ddpTimeoutSeconds) {
         public boolean sharded() {
             return fsdp != null;
         }

@@ -22,7 +22,7 @@ class SchedulePlanTest {
                 evalStrategy, evalSteps, null, null, null, false, false);
         return new Recipe(model, adapter, data, training, new Recipe.Batch(2, 4, null, null),
                 new Recipe.Precision(Recipe.Flag.FALSE, Recipe.Flag.FALSE, Recipe.Flag.FALSE), new Recipe.Objective.Sft(),
-                new Recipe.Distributed(null, 1, 1), new Recipe.Hardware.Cpu(), Recipe.Backend.SINGLE, output,
+                new Recipe.Distributed(null, 1, 1, 1800), new Recipe.Hardware.Cpu(), Recipe.Backend.SINGLE, output,
                 Recipe.Speedups.NONE);
     }
 

@@ -43,6 +43,23 @@ final class FaultCases {
                                     }
                                 }), (dir, o) -> assertTrue(o.err().contains("before this run saved any checkpoint")
                                         && !o.err().contains("is intact"), o.err())),
+                new Case("SIGSTOP on one fsdp rank: the collective times out", FAULTS, 1, "rank", Case.FSDP_SECONDS,
+                        Case.TRAIN_MB, dir -> Case.Invocation.of(recipe(dir, sft()).toString(), "max_steps=400",
+                                "save_steps=1000", "backend=fsdp", "--nproc-per-node", "2", "ddp_timeout=20")
+                                .writing(dir.resolve("work/out"))
+                                .whileRunning(child -> {
+                                    Path metrics = dir.resolve("work/out/metrics.jsonl");
+                                    while (child.isAlive() && (!Files.exists(metrics)
+                                            || Files.readAllLines(metrics).size() < 2)) {
+                                        Thread.sleep(20);
+                                    }
+                                    // the second rank: the newest python process under the launcher
+                                    ProcessHandle rank = child.descendants()
+                                            .filter(h -> h.info().commandLine().orElse("").contains("finetune_worker"))
+                                            .max(java.util.Comparator.comparingLong(ProcessHandle::pid)).orElseThrow();
+                                    new ProcessBuilder("kill", "-STOP", Long.toString(rank.pid())).start().waitFor();
+                                }), (dir, o) -> assertTrue(o.err().contains("error: run failed: ")
+                                        && o.err().toLowerCase(java.util.Locale.ROOT).contains("time"), o.err())),
                 Case.refused("disk full during a checkpoint", FAULTS, "could not save checkpoint-3", dir -> {
                     Path out = Fixtures.finishedRun(dir.resolve("work/out"));
                     return Case.Invocation.of(recipe(dir, sft()).toString(), "max_steps=3",

@@ -59,7 +59,7 @@ class RecipeSetupTest {
                 new Recipe.Batch(2, 4, null, null),
                 new Recipe.Precision(bf16, Recipe.Flag.FALSE, Recipe.Flag.AUTO),
                 objective,
-                new Recipe.Distributed(fsdp, 1, 1),
+                new Recipe.Distributed(fsdp, 1, 1, 1800),
                 hardware,
                 Recipe.Backend.AUTO,
                 new Recipe.Output("out", new dev.finetune.recipes.Resume.Fresh(), null, dev.finetune.recipes.SaveStrategy.STEPS, null, null, 4, dev.finetune.recipes.EvalStrategy.NO, null, null, null, null, false, false),

@@ -2,9 +2,9 @@ package dev.finetune.trainers.rewards;
 
 import com.google.gson.Gson;
 import com.google.gson.JsonObject;
+import dev.finetune.recipes.BoundedLineReader;
 import dev.finetune.recipes.RewardSpec;
 import dev.finetune.recipes.UserError;
-import java.io.BufferedReader;
 import java.io.BufferedWriter;
 import java.io.IOException;
 import java.io.InputStream;
@@ -36,7 +36,11 @@ final class CommandReward implements RewardFunction {
     private final Duration timeout;
     private final Process process;
     private final BufferedWriter stdin;
-    private final BlockingQueue<Optional<String>> lines = new LinkedBlockingQueue<>();
+    /** Bounded: a program that prints without end waits on its own output instead of filling this JVM. */
+    private final BlockingQueue<Optional<String>> lines = new LinkedBlockingQueue<>(4096);
+    /** The longest score line read (a number), and the longest stderr line kept. */
+    private static final int MAX_ANSWER_CHARS = 1 << 20;
+    private static final int MAX_STDERR_CHARS = 2000;
     private final Deque<String> stderrTail = new ArrayDeque<>();
 
     CommandReward(RewardSpec.Command spec, Duration timeout) {
@@ -64,11 +68,14 @@ final class CommandReward implements RewardFunction {
     }
 
     private void pump(InputStream stream, boolean answers) {
-        try (BufferedReader reader = new BufferedReader(new InputStreamReader(stream, StandardCharsets.UTF_8))) {
+        // A score is a short number and stderr is shown as a tail: a program printing one endless line costs its
+        // bound, and a cut answer is no number, so it stops the run with the program's own words.
+        try (BoundedLineReader reader = new BoundedLineReader(new InputStreamReader(stream, StandardCharsets.UTF_8),
+                answers ? MAX_ANSWER_CHARS : MAX_STDERR_CHARS)) {
             String line;
             while ((line = reader.readLine()) != null) {
                 if (answers) {
-                    lines.add(Optional.of(line));
+                    lines.put(Optional.of(line));
                 } else {
                     synchronized (stderrTail) {
                         stderrTail.addLast(line);
@@ -80,9 +87,11 @@ final class CommandReward implements RewardFunction {
             }
         } catch (IOException e) {
             // the stream closes when the process dies; the reader of the answers reports that
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
         } finally {
             if (answers) {
-                lines.add(END);
+                lines.offer(END);
             }
         }
     }
@@ -123,7 +132,7 @@ final class CommandReward implements RewardFunction {
                         + timeout.toSeconds() + " s (stopped it)");
             }
             if (line.isEmpty()) {
-                lines.add(END);
+                lines.offer(END);
                 throw failure("exited" + exitCode() + " after " + i + " of " + scores.length + " scores");
             }
             try {

@@ -1,11 +1,11 @@
 package dev.finetune.trainers.backend.fsdp;
 
+import dev.finetune.recipes.BoundedLineReader;
 import dev.finetune.recipes.UserError;
 import dev.finetune.trainers.train.StopRequest;
 import dev.finetune.trainers.train.Trainer;
 import dev.finetune.trainers.train.output.LossCurve;
 import dev.finetune.trainers.train.output.MetricsLog;
-import java.io.BufferedReader;
 import java.io.IOException;
 import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
@@ -52,7 +52,7 @@ final class Torchrun {
         StderrReader stderr = new StderrReader(process, run);
         stderr.start();
         try (AutoCloseable stopping = StopRequest.elsewhere(signal -> run.requestStop());
-                BufferedReader lines = reader(process.getInputStream())) {
+                BoundedLineReader lines = reader(process.getInputStream())) {
             String line;
             while ((line = lines.readLine()) != null) {
                 run.stdout(line);
@@ -123,8 +123,9 @@ final class Torchrun {
     }
 
 
-    private static BufferedReader reader(java.io.InputStream stream) {
-        return new BufferedReader(new InputStreamReader(stream, StandardCharsets.UTF_8));
+    /** A rank's line is shown or parsed as an event: one that never ends is cut at 1 MiB, never all memory. */
+    private static BoundedLineReader reader(java.io.InputStream stream) {
+        return new BoundedLineReader(new InputStreamReader(stream, StandardCharsets.UTF_8), 1 << 20);
     }
 
     /** torchrun's stderr, relayed beside its stdout until torchrun closes it. */
@@ -142,7 +143,7 @@ final class Torchrun {
 
         @Override
         public void run() {
-            try (BufferedReader lines = reader(process.getErrorStream())) {
+            try (BoundedLineReader lines = reader(process.getErrorStream())) {
                 String line;
                 while ((line = lines.readLine()) != null) {
                     run.stderr(line);

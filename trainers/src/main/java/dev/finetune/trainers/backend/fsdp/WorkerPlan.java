@@ -137,7 +137,7 @@ public record WorkerPlan(Path folder, Path planFile, long totalSteps, long warmu
                         resolved.precision().key(), recipe.precision().tf32() != Recipe.Flag.FALSE,
                         resolved.activationCheckpointing(), adapter, kernels(recipe.speedups(), resolved)),
                 new WorkerPlanFile.Parallel(resolved.worldSize(), fsdp == null || fsdp.reshardAfterForward(),
-                        fsdp != null && fsdp.offloadParams()),
+                        fsdp != null && fsdp.offloadParams(), recipe.distributed().ddpTimeoutSeconds()),
                 new WorkerPlanFile.Data(absolute(batches), absolute(folder.resolve(SCHEDULE)), validated.plan().micro(),
                         perStep, perEpoch, absolute(folder.resolve("logs"))),
                 new WorkerPlanFile.Training(run.schedule().totalSteps(), run.training().numEpochs(),

@@ -79,8 +79,12 @@ public record WorkerPlanFile(String format, Model model, Parallel parallel, Data
     public record Kernels(String head, String attention, List<String> liger, boolean activationOffloading,
             boolean torchCompile, String torchCompileBackend, String torchCompileMode) {}
 
-    /** How the ranks shard: FSDP2 per decoder layer and the root. */
-    public record Parallel(int worldSize, boolean reshardAfterForward, boolean offloadParams) {}
+    /**
+     * How the ranks shard: FSDP2 per decoder layer and the root.
+     *
+     * @param ddpTimeoutSeconds {@code ddp_timeout}: how long a collective waits for the other ranks before it fails
+     */
+    public record Parallel(int worldSize, boolean reshardAfterForward, boolean offloadParams, int ddpTimeoutSeconds) {}
 
     /**
      * @param batches the preprocessed micro batches ({@code finetune-batches-1})
