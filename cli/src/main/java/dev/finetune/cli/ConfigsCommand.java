@@ -46,37 +46,47 @@ final class ConfigsCommand implements Callable<Integer> {
     CommandSpec spec;
 
     @Override
-    public Integer call() throws IOException {
+    public Integer call() {
         PrintWriter out = spec.commandLine().getOut();
         Path root = root();
-        switch (action) {
-            case "ls" -> {
-                for (Map.Entry<String, Path> e : recipes(root).entrySet()) {
-                    boolean fragment = RecipeFiles.isFragment(e.getValue());
-                    out.printf("%-28s %s%s%n", e.getKey(), fragment ? "(fragment) " : "", purpose(e.getValue()));
+        try {
+            switch (action) {
+                case "ls" -> {
+                    for (Map.Entry<String, Path> e : recipes(root).entrySet()) {
+                        boolean fragment = RecipeFiles.isFragment(e.getValue());
+                        out.printf("%-28s %s%s%n", e.getKey(), fragment ? "(fragment) " : "", purpose(e.getValue()));
+                    }
                 }
+                case "cat" -> out.print(dev.finetune.recipes.BoundedFiles.readText(recipe(root, arg(0, "cat NAME")),
+                        4 << 20, "the recipe"));
+                case "cp" -> {
+                    Path source = recipe(root, arg(0, "cp NAME FILE"));
+                    Path target = Path.of(arg(1, "cp NAME FILE"));
+                    if (Files.exists(target) && !force) {
+                        throw new UserError(target.toString(), "already exists; not overwritten", "pass --force to overwrite it");
+                    }
+                    Path targetDir = target.toAbsolutePath().normalize().getParent();
+                    if (targetDir.equals(source.getParent()) || RecipeFiles.isFragment(source)) {
+                        Files.copy(source, target, StandardCopyOption.REPLACE_EXISTING);
+                    } else {
+                        // Local data and model paths are relative to the recipe file: written elsewhere, they must be
+                        // re-pointed, which the flattened form does. The header comment travels along.
+                        String header = dev.finetune.recipes.BoundedFiles.readText(source, 4 << 20, "the recipe").lines()
+                                .takeWhile(l -> l.startsWith("#"))
+                                .map(l -> l + "\n").collect(java.util.stream.Collectors.joining());
+                        String flat = ValidatedRecipe.load(source, List.of()).flatten(targetDir);
+                        Files.writeString(target, header + flat);
+                    }
+                    out.println("copied " + arg(0, "") + " to " + target);
+                }
+                default -> throw new UserError("configs " + action, "unknown action", "use ls, cat NAME or cp NAME FILE");
             }
-            case "cat" -> out.print(Files.readString(recipe(root, arg(0, "cat NAME"))));
-            case "cp" -> {
-                Path source = recipe(root, arg(0, "cp NAME FILE"));
-                Path target = Path.of(arg(1, "cp NAME FILE"));
-                if (Files.exists(target) && !force) {
-                    throw new UserError(target.toString(), "already exists; not overwritten", "pass --force to overwrite it");
-                }
-                Path targetDir = target.toAbsolutePath().normalize().getParent();
-                if (targetDir.equals(source.getParent()) || RecipeFiles.isFragment(source)) {
-                    Files.copy(source, target, StandardCopyOption.REPLACE_EXISTING);
-                } else {
-                    // Local data and model paths are relative to the recipe file: written elsewhere, they must be
-                    // re-pointed, which the flattened form does. The header comment travels along.
-                    String header = Files.readAllLines(source).stream().takeWhile(l -> l.startsWith("#"))
-                            .map(l -> l + "\n").collect(java.util.stream.Collectors.joining());
-                    String flat = ValidatedRecipe.load(source, List.of()).flatten(targetDir);
-                    Files.writeString(target, header + flat);
-                }
-                out.println("copied " + arg(0, "") + " to " + target);
-            }
-            default -> throw new UserError("configs " + action, "unknown action", "use ls, cat NAME or cp NAME FILE");
+        } catch (IOException | UncheckedIOException e) {
+            // a full disk, a folder it may not read or write: one line, never a stack trace
+            Throwable cause = e instanceof UncheckedIOException u && u.getCause() != null ? u.getCause() : e;
+            throw new UserError("configs " + action, cause.getClass().getSimpleName().replace("Exception", "")
+                    .replaceAll("([a-z])([A-Z])", "$1 $2").toLowerCase(java.util.Locale.ROOT) + ": " + cause.getMessage(),
+                    "check the folders' permissions and free space");
         }
         return ExitCode.OK;
     }
@@ -100,24 +110,60 @@ final class ConfigsCommand implements Callable<Integer> {
     /** The library's recipes by name (path below the root without the extension), sorted; data and models left out. */
     static Map<String, Path> recipes(Path root) throws IOException {
         Map<String, Path> recipes = new TreeMap<>();
-        try (Stream<Path> files = Files.walk(root)) {
-            for (Path p : files.filter(Files::isRegularFile).toList()) {
+        // A library is a few folders of recipes: the walk is bounded in depth and size, and what it may not read is
+        // passed over, so --dir / answers at once with one line instead of walking (and failing on) the disk.
+        int[] visited = {0};
+        Files.walkFileTree(root, java.util.Set.of(), LIBRARY_DEPTH, new java.nio.file.SimpleFileVisitor<>() {
+            @Override
+            public java.nio.file.FileVisitResult preVisitDirectory(Path dir,
+                    java.nio.file.attribute.BasicFileAttributes attributes) {
+                String name = root.relativize(dir).toString();
+                return name.startsWith(".") || name.contains("/.") || name.equals("models") || name.equals("data")
+                        ? java.nio.file.FileVisitResult.SKIP_SUBTREE : java.nio.file.FileVisitResult.CONTINUE;
+            }
+
+            @Override
+            public java.nio.file.FileVisitResult visitFile(Path p, java.nio.file.attribute.BasicFileAttributes attributes) {
+                if (++visited[0] > LIBRARY_FILES) {
+                    throw new UserError(root.toString(), "holds more than " + LIBRARY_FILES + " files within "
+                            + LIBRARY_DEPTH + " levels: not a recipe library", "give --dir the folder of your recipes");
+                }
                 String name = root.relativize(p).toString().replace('\\', '/');
-                if ((name.endsWith(".yaml") || name.endsWith(".yml")) && !name.startsWith("models/") && !name.startsWith("data/")
+                if (attributes.isRegularFile() && (name.endsWith(".yaml") || name.endsWith(".yml"))
                         && !name.startsWith(".") && !name.contains("/.")) {
                     recipes.putIfAbsent(name.replaceFirst("\\.(yaml|yml)$", ""), p);
                 }
+                return java.nio.file.FileVisitResult.CONTINUE;
             }
-        }
+
+            @Override
+            public java.nio.file.FileVisitResult visitFileFailed(Path p, IOException e) {
+                return java.nio.file.FileVisitResult.CONTINUE; // unreadable: not one of the library's recipes
+            }
+
+            @Override
+            public java.nio.file.FileVisitResult postVisitDirectory(Path dir, IOException e) {
+                return java.nio.file.FileVisitResult.CONTINUE; // a folder listed only in part: the same
+            }
+        });
         return recipes;
     }
 
+    private static final int LIBRARY_DEPTH = 4;
+    private static final int LIBRARY_FILES = 10_000;
+
     /** The first comment line of a recipe (the fragment marker aside): what it is for. */
     private static String purpose(Path file) {
-        try (Stream<String> lines = Files.lines(file)) {
-            return lines.filter(l -> l.startsWith("#")).filter(l -> !RecipeFiles.isMarker(l))
-                    .findFirst().map(l -> l.replaceFirst("^#\\s*", "")).orElse("");
-        } catch (IOException | UncheckedIOException e) {
+        try (dev.finetune.recipes.BoundedFiles.Lines lines = new dev.finetune.recipes.BoundedFiles.Lines(file,
+                4 << 20, "the recipe")) {
+            for (dev.finetune.recipes.BoundedFiles.Lines.Line line; (line = lines.next()) != null; ) {
+                String text = line.text();
+                if (text != null && text.startsWith("#") && !RecipeFiles.isMarker(text)) {
+                    return text.replaceFirst("^#\\s*", "");
+                }
+            }
+            return "";
+        } catch (IOException | RuntimeException e) {
             return "";
         }
     }

@@ -1,10 +1,9 @@
 package dev.finetune.cli;
 
+import dev.finetune.recipes.BoundedFiles;
 import dev.finetune.recipes.UserError;
-import java.io.BufferedReader;
 import java.io.IOException;
 import java.io.UncheckedIOException;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -25,6 +24,8 @@ import java.util.stream.Stream;
  * that names it). A comment, not a key, because Axolotl and every other YAML tool must read the file unchanged.
  */
 final class RecipeFiles {
+    /** No recipe line is longer than a recipe file may be (YamlTrees' bound). */
+    private static final int RECIPE_BYTES = 4 << 20;
 
     /** The marker, as written in a fragment's leading comments. */
     static final String FRAGMENT_MARKER = "# finetune: fragment";
@@ -96,10 +97,12 @@ final class RecipeFiles {
 
     /** Whether the comments before the first YAML line hold the fragment marker. */
     static boolean isFragment(Path file) {
-        try (BufferedReader reader = Files.newBufferedReader(file, StandardCharsets.UTF_8)) {
-            String line;
-            while ((line = reader.readLine()) != null) {
-                String text = line.strip();
+        try (BoundedFiles.Lines lines = new BoundedFiles.Lines(file, RECIPE_BYTES, "the recipe")) {
+            for (BoundedFiles.Lines.Line line; (line = lines.next()) != null; ) {
+                if (line.text() == null) {
+                    return false;
+                }
+                String text = line.text().strip();
                 if (text.isEmpty() || text.equals("---")) {
                     continue;
                 }
@@ -111,8 +114,8 @@ final class RecipeFiles {
                 }
             }
             return false;
-        } catch (IOException | UncheckedIOException e) {
-            // Unreadable or not text: validating it reports why, with the file's name.
+        } catch (IOException | RuntimeException e) {
+            // Unreadable, not text, a line beyond any recipe's size, a link to no recipe: validating it says why.
             return false;
         }
     }

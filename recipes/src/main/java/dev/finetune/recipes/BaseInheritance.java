@@ -19,6 +19,8 @@ import java.util.stream.Collectors;
 final class BaseInheritance {
     /** Our own addition to Axolotl's format: inherit another recipe file. */
     static final String BASE_KEY = "base";
+    /** How many files a chain of {@code base:} may hold: far more than any real recipe library nests. */
+    static final int MAX_DEPTH = 32;
 
     private BaseInheritance() {}
 
@@ -67,6 +69,11 @@ final class BaseInheritance {
         if (!Files.isRegularFile(baseFile)) {
             throw new UserError(s.where().label(), "base: file '" + baseName + "' does not exist (looked at "
                     + baseFile + ")", "base: paths are relative to the file that contains them");
+        }
+        if (chain.size() >= MAX_DEPTH) {
+            throw new UserError(s.where().label(), "base: files inherit more than " + MAX_DEPTH + " levels deep (a "
+                    + "chain this long is generated, not written)", "flatten the chain: finetune validate --flatten "
+                    + "on a recipe near its end writes one file");
         }
         baseLines.add(s.where());
         Mapping base = loadWithBases(baseFile, baseLabel, chain, baseLines);

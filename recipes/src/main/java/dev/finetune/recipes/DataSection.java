@@ -190,7 +190,12 @@ final class DataSection {
         String remote = null;
         Path dir = m.where().dir() != null ? m.where().dir() : recipeDir;
         Path candidate = resolve(dir, path);
-        if (candidate != null && Files.exists(candidate)) {
+        if (candidate != null && Files.exists(candidate) && !Files.isRegularFile(candidate)
+                && !Files.isDirectory(candidate)) {
+            // a FIFO, /dev/urandom: neither a dataset nor a hub id, and reading it may never end
+            problems.error(r.at("path"), "dataset '" + path + "' is not a regular file (a device or a pipe), so it "
+                    + "cannot be read to its end", "point path at a JSON Lines file or a folder of them");
+        } else if (candidate != null && Files.exists(candidate)) {
             local = candidate;
             if (!split.equals("train") && !Files.isDirectory(candidate)) {
                 problems.error(r.at("split"), "split: " + split + " does not exist in a local file, whose rows all "

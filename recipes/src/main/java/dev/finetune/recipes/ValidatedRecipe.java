@@ -158,13 +158,12 @@ public record ValidatedRecipe(Recipe recipe, ResolvedRun run, BatchPlan plan, Li
                 continue;
             }
             PreferenceChecks checks = new PreferenceChecks();
-            try (BufferedReader r = Files.newBufferedReader(d.path(), StandardCharsets.UTF_8)) {
-                String line;
-                while ((line = r.readLine()) != null) {
-                    if (line.isBlank()) {
+            try (BoundedFiles.Lines lines = new BoundedFiles.Lines(d.path(), BoundedFiles.LINE_BYTES, "the dataset")) {
+                for (BoundedFiles.Lines.Line line; (line = lines.next()) != null; ) {
+                    if (line.text() == null || line.text().isBlank()) {
                         continue;
                     }
-                    var element = com.google.gson.JsonParser.parseString(line);
+                    var element = com.google.gson.JsonParser.parseString(line.text());
                     if (element.isJsonObject()) {
                         var row = element.getAsJsonObject();
                         checks.add(row.get(d.fieldChosen() != null ? d.fieldChosen() : "chosen"),
@@ -172,39 +171,11 @@ public record ValidatedRecipe(Recipe recipe, ResolvedRun run, BatchPlan plan, Li
                     }
                 }
             } catch (IOException | RuntimeException e) {
-                continue; // a broken row is the trainer's to report, with its line number
+                continue; // a broken row is the trainer's (or countRows') to report, with its line number
             }
             String warning = checks.warning();
             if (warning != null) {
                 problems.warn(d.where(), warning, PreferenceChecks.HINT);
-            }
-        }
-    }
-
-    /** The 1-based number of the first line that is not valid UTF-8, or {@code null}; decodes line by line. */
-    private static Long firstUndecodableLine(Path file) throws IOException {
-        var decoder = StandardCharsets.UTF_8.newDecoder()
-                .onMalformedInput(java.nio.charset.CodingErrorAction.REPORT)
-                .onUnmappableCharacter(java.nio.charset.CodingErrorAction.REPORT);
-        try (var in = new java.io.BufferedInputStream(Files.newInputStream(file), 1 << 16)) {
-            java.io.ByteArrayOutputStream line = new java.io.ByteArrayOutputStream();
-            long number = 1;
-            for (int b; ; ) {
-                b = in.read();
-                if (b == '\n' || b < 0) {
-                    try {
-                        decoder.reset().decode(java.nio.ByteBuffer.wrap(line.toByteArray()));
-                    } catch (java.nio.charset.CharacterCodingException e) {
-                        return number;
-                    }
-                    if (b < 0) {
-                        return null;
-                    }
-                    line.reset();
-                    number++;
-                } else {
-                    line.write(b);
-                }
             }
         }
     }
@@ -220,30 +191,37 @@ public record ValidatedRecipe(Recipe recipe, ResolvedRun run, BatchPlan plan, Li
             String name = d.path().getFileName().toString().toLowerCase(java.util.Locale.ROOT);
             try {
                 if (name.endsWith(".jsonl")) {
-                    try (BufferedReader r = Files.newBufferedReader(d.path(), StandardCharsets.UTF_8)) {
-                        String line;
-                        while ((line = r.readLine()) != null) {
-                            if (!line.isBlank()) {
+                    try (BoundedFiles.Lines lines = new BoundedFiles.Lines(d.path(), BoundedFiles.LINE_BYTES,
+                            "the dataset")) {
+                        for (BoundedFiles.Lines.Line line; (line = lines.next()) != null; ) {
+                            if (line.text() == null) {
+                                problems.error(d.path() + ":" + line.number(), "this line is not valid UTF-8 text",
+                                        "save the file as UTF-8 (or remove the line)");
+                                return null;
+                            }
+                            if (!line.text().isBlank()) {
                                 rows++;
                             }
                         }
-                    } catch (java.nio.charset.CharacterCodingException e) {
-                        // the reader decodes ahead of its lines: find the exact one, slowly, only now
-                        Long bad = firstUndecodableLine(d.path());
-                        problems.error(d.path() + (bad != null ? ":" + bad : ""), "this line is not valid UTF-8 text",
-                                "save the file as UTF-8 (or remove the line)");
+                    } catch (UserError e) {
+                        problems.error(e.where(), e.getMessage(), e.hint());
                         return null;
                     }
                 } else if (name.endsWith(".json")) {
-                    String text;
-                    try {
-                        text = Files.readString(d.path());
-                    } catch (java.nio.charset.CharacterCodingException e) {
-                        problems.error(d.path().toString(), "not valid UTF-8 text", "save the file as UTF-8");
-                        return null;
+                    // counted as it streams by: the elements are never built, so their size costs nothing here
+                    BoundedFiles.requireRegular(d.path(), "the dataset");
+                    try (var reader = new com.google.gson.stream.JsonReader(Files.newBufferedReader(d.path(),
+                            StandardCharsets.UTF_8))) {
+                        if (reader.peek() == com.google.gson.stream.JsonToken.BEGIN_ARRAY) {
+                            reader.beginArray();
+                            while (reader.hasNext()) {
+                                reader.skipValue();
+                                rows++;
+                            }
+                        } else {
+                            rows++;
+                        }
                     }
-                    var element = com.google.gson.JsonParser.parseString(text);
-                    rows += element.isJsonArray() ? element.getAsJsonArray().size() : 1;
                 } else {
                     return null;
                 }

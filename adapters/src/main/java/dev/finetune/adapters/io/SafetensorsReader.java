@@ -81,14 +81,16 @@ public final class SafetensorsReader implements AutoCloseable {
     private static SafetensorsReader openSharded(Path index) {
         JsonObject weightMap;
         try {
-            JsonObject root = JsonParser.parseString(Files.readString(index)).getAsJsonObject();
+            JsonObject root = JsonParser.parseString(dev.finetune.recipes.BoundedFiles.readText(index,
+                    dev.finetune.recipes.BoundedFiles.CONFIG_BYTES, "the checkpoint index")).getAsJsonObject();
             JsonElement map = root.get("weight_map");
             if (map == null || !map.isJsonObject()) {
                 throw new UserError(index.toString(), "missing the 'weight_map' object", "a sharded checkpoint index maps each tensor to its file");
             }
             weightMap = map.getAsJsonObject();
-        } catch (IOException | JsonParseException | IllegalStateException e) {
-            throw new UserError(index.toString(), "cannot read the checkpoint index: " + e.getMessage(), "restore the file from the model's source");
+        } catch (JsonParseException | IllegalStateException e) {
+            throw new UserError(index.toString(), "cannot read the checkpoint index: "
+                    + dev.finetune.recipes.model.ModelConfig.jsonProblem(e), "restore the file from the model's source");
         }
         List<Path> shards = new ArrayList<>();
         for (String file : new TreeSet<>(weightMap.entrySet().stream().map(e -> e.getValue().getAsString()).toList())) {

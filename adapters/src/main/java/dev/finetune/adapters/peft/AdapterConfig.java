@@ -86,13 +86,12 @@ public record AdapterConfig(
 
     public static AdapterConfig read(Path directory) {
         Path file = directory.resolve(FILE_NAME);
-        String text;
-        try {
-            text = Files.readString(file, StandardCharsets.UTF_8);
-        } catch (IOException e) {
-            throw new UserError(file.toString(), "cannot read the adapter config: " + e.getMessage(),
-                    "point at a directory holding adapter_config.json and adapter_model.safetensors", e);
+        if (!Files.exists(file)) {
+            throw new UserError(file.toString(), "cannot read the adapter config: no such file",
+                    "point at a directory holding adapter_config.json and adapter_model.safetensors");
         }
+        String text = dev.finetune.recipes.BoundedFiles.readText(file, dev.finetune.recipes.BoundedFiles.CONFIG_BYTES,
+                "the adapter config");
         return parse(text, file.toString());
     }
 

@@ -204,13 +204,12 @@ public record ModelConfig(
     /** Reads and validates {@code dir/config.json}. */
     public static ModelConfig read(Path dir) {
         Path file = dir.resolve("config.json");
-        String text;
-        try {
-            text = Files.readString(file);
-        } catch (IOException e) {
-            throw new UserError(file.toString(), "cannot read model config: " + e.getMessage(),
+        if (!Files.exists(file)) {
+            throw new UserError(file.toString(), "cannot read model config: no config.json in " + dir,
                     "point base_model at a directory holding a Hugging Face config.json");
         }
+        String text = dev.finetune.recipes.BoundedFiles.readText(file, dev.finetune.recipes.BoundedFiles.CONFIG_BYTES,
+                "the model's config.json");
         JsonObject json;
         try {
             json = JsonParser.parseString(text).getAsJsonObject();
@@ -221,16 +220,9 @@ public record ModelConfig(
         return fromJson(json, file.toString());
     }
 
-    /** A JSON parser's complaint without the library's class names and links. */
+    /** A JSON parser's complaint without the library's class names and links ({@link JsonProblems}). */
     public static String jsonProblem(RuntimeException e) {
-        Throwable root = e;
-        while (root.getCause() != null) {
-            root = root.getCause();
-        }
-        String message = root.getMessage() == null ? root.getClass().getSimpleName() : root.getMessage();
-        return message.replaceAll("[a-z]+(\\.[a-z]+)+\\.[A-Z][A-Za-z]*Exception: ", "")
-                .replaceAll("\\s*See https?://\\S+", "").replace("Use JsonReader.setLenient(true) to accept malformed JSON at ", "at ")
-                .strip();
+        return dev.finetune.recipes.JsonProblems.reason(e);
     }
 
     /** Builds the record from a parsed {@code config.json}; {@code where} names the source in error messages. */

@@ -74,13 +74,12 @@ public sealed interface ModelSource {
 
     private static ModelConfig readFile(Path file) {
         try {
-            String text = Files.readString(file);
+            String text = dev.finetune.recipes.BoundedFiles.readText(file,
+                    dev.finetune.recipes.BoundedFiles.CONFIG_BYTES, "the model config");
             return ModelConfig.fromJson(JsonParser.parseString(text).getAsJsonObject(), file.toString());
-        } catch (IOException e) {
-            throw new UserError(file.toString(), "cannot read model config: " + e.getMessage(),
-                    "pass --model-config a Hugging Face config.json file or its directory");
         } catch (JsonParseException | IllegalStateException e) {
-            throw new UserError(file.toString(), "not a JSON object: " + e.getMessage(), "check the file is a Hugging Face config.json");
+            throw new UserError(file.toString(), "not a JSON object: " + ModelConfig.jsonProblem(e),
+                    "check the file is a Hugging Face config.json");
         }
     }
 }

@@ -325,11 +325,21 @@ public final class OutputFolder implements AutoCloseable {
         return String.join(", ", marked) + (names.size() > 8 ? ", … (" + names.size() + " entries)" : "");
     }
 
+    /** The marker's text, bounded (a marker is a few KiB; someone else's file in its place may be anything). */
+    private static String markerText(Path folder) throws IOException {
+        Path marker = folder.resolve(MARKER);
+        if (!Files.exists(marker, java.nio.file.LinkOption.NOFOLLOW_LINKS)) {
+            throw new NoSuchFileException(marker.toString());
+        }
+        return dev.finetune.recipes.BoundedFiles.readText(marker, dev.finetune.recipes.BoundedFiles.CONFIG_BYTES,
+                "the ownership marker");
+    }
+
     /** A string map of the marker, empty when it has none. */
     private static Map<String, String> markerMap(Path folder, String field) {
         Map<String, String> values = new TreeMap<>();
         try {
-            JsonObject json = JsonParser.parseString(Files.readString(folder.resolve(MARKER), StandardCharsets.UTF_8))
+            JsonObject json = JsonParser.parseString(markerText(folder))
                     .getAsJsonObject();
             if (json.has(field)) {
                 json.getAsJsonObject(field).entrySet().forEach(e -> values.put(e.getKey(), e.getValue().getAsString()));
@@ -343,7 +353,7 @@ public final class OutputFolder implements AutoCloseable {
     /** The marker's list of what its run writes; a marker written before the list existed: this build's list. */
     private static List<String> runEntries(Path folder) {
         try {
-            JsonObject json = JsonParser.parseString(Files.readString(folder.resolve(MARKER), StandardCharsets.UTF_8))
+            JsonObject json = JsonParser.parseString(markerText(folder))
                     .getAsJsonObject();
             if (!json.has("run_files")) {
                 return RunLayout.entries();
@@ -483,7 +493,7 @@ public final class OutputFolder implements AutoCloseable {
     static Map<String, String> ownerKeys(Path folder) {
         Path marker = folder.resolve(MARKER);
         try {
-            JsonObject json = JsonParser.parseString(Files.readString(marker, StandardCharsets.UTF_8)).getAsJsonObject();
+            JsonObject json = JsonParser.parseString(markerText(folder)).getAsJsonObject();
             Map<String, String> keys = new TreeMap<>();
             json.getAsJsonObject("resume_keys").entrySet().forEach(e -> keys.put(e.getKey(), e.getValue().getAsString()));
             return keys;

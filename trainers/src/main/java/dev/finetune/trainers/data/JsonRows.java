@@ -9,6 +9,7 @@ import com.google.gson.TypeAdapter;
 import com.google.gson.stream.JsonReader;
 import com.google.gson.stream.JsonToken;
 import com.google.gson.stream.MalformedJsonException;
+import dev.finetune.recipes.BoundedFiles;
 import dev.finetune.recipes.UserError;
 import java.io.BufferedReader;
 import java.io.IOException;
@@ -38,52 +39,99 @@ public final class JsonRows {
 
     /** Feeds every row of {@code file} to {@code sink}, in file order. */
     static void read(Path file, Consumer<Row> sink) {
-        try (BufferedReader reader = new BufferedReader(new java.io.InputStreamReader(Rows.open(file), StandardCharsets.UTF_8), 1 << 16)) {
-            reader.mark(1 << 16);
-            int first;
+        BoundedFiles.requireRegular(file, "the dataset");
+        int first;
+        try (BufferedReader reader = new BufferedReader(new java.io.InputStreamReader(Rows.open(file),
+                StandardCharsets.UTF_8), 1 << 16)) {
             do {
                 first = reader.read();
             } while (first == 0xFEFF || (first >= 0 && Character.isWhitespace(first)));
-            reader.reset();
+        } catch (IOException e) {
+            first = -1; // not UTF-8 at its start: read as lines, which reports the line
+        }
+        try {
             if (first == '[') {
-                readArray(file, reader, sink);
+                try (BufferedReader reader = new BufferedReader(new java.io.InputStreamReader(Rows.open(file),
+                        StandardCharsets.UTF_8), 1 << 16)) {
+                    readArray(file, new ElementBound(reader), sink);
+                }
             } else {
-                readLines(file, reader, sink);
+                readLines(file, sink);
             }
         } catch (IOException e) {
             throw new UserError(file.toString(), "cannot read the dataset: " + e.getMessage(), "check the file");
         }
     }
 
-    private static void readLines(Path file, BufferedReader reader, Consumer<Row> sink) throws IOException {
+    /**
+     * Each line at most {@link BoundedFiles#LINE_BYTES} (a file without line breaks is one clear error, not all
+     * memory); a line that is not UTF-8 is a row problem like any other.
+     */
+    private static void readLines(Path file, Consumer<Row> sink) throws IOException {
         String name = file.toString();
-        String line;
-        int number = 0;
-        while ((line = reader.readLine()) != null) {
-            number++;
-            if (number == 1 && line.startsWith("\uFEFF")) {
-                line = line.substring(1);
-            }
-            if (line.isBlank()) {
-                continue;
-            }
-            String location = name + ":" + number;
-            try {
-                JsonElement element = parseLine(line);
-                if (element.isJsonObject()) {
-                    sink.accept(new Row(element.getAsJsonObject(), location, null));
-                } else {
-                    sink.accept(new Row(null, location, new InvalidRow("the line is " + kind(element) + ", not a JSON object",
-                            "write one JSON object per line, e.g. {\"text\": \"...\"}")));
+        // a .gz file's lines are bounded as they come out of the decompressor
+        try (BoundedFiles.Lines lines = new BoundedFiles.Lines(file, Rows.open(file), BoundedFiles.LINE_BYTES)) {
+            for (BoundedFiles.Lines.Line read; (read = lines.next()) != null; ) {
+                String location = name + ":" + read.number();
+                String line = read.text();
+                if (line == null) {
+                    sink.accept(new Row(null, location, new InvalidRow("the line is not valid UTF-8 text",
+                            "save the file as UTF-8 (or remove the line)")));
+                    continue;
                 }
-            } catch (JsonParseException | IOException e) {
-                sink.accept(new Row(null, location, new InvalidRow("not valid JSON: " + gsonReason(e),
-                        "each line must be one complete JSON object; check quotes, commas and escaped newlines")));
+                if (read.number() == 1 && line.startsWith("\uFEFF")) {
+                    line = line.substring(1);
+                }
+                if (line.isBlank()) {
+                    continue;
+                }
+                try {
+                    JsonElement element = parseLine(line);
+                    if (element.isJsonObject()) {
+                        sink.accept(new Row(element.getAsJsonObject(), location, null));
+                    } else {
+                        sink.accept(new Row(null, location, new InvalidRow("the line is " + kind(element)
+                                + ", not a JSON object", "write one JSON object per line, e.g. {\"text\": \"...\"}")));
+                    }
+                } catch (JsonParseException | IOException e) {
+                    sink.accept(new Row(null, location, new InvalidRow("not valid JSON: " + gsonReason(e),
+                            "each line must be one complete JSON object; check quotes, commas and escaped newlines")));
+                }
             }
         }
     }
 
-    private static void readArray(Path file, Reader source, Consumer<Row> sink) throws IOException {
+    /** Counts what the JSON reader takes, per array element: one element over the row bound stops the read. */
+    private static final class ElementBound extends java.io.FilterReader {
+        private long taken;
+
+        ElementBound(Reader in) {
+            super(in);
+        }
+
+        void nextElement() {
+            taken = 0;
+        }
+
+        @Override
+        public int read(char[] buffer, int offset, int length) throws IOException {
+            int n = super.read(buffer, offset, length);
+            taken += Math.max(0, n);
+            // the JSON reader reads ahead a buffer's worth, so an element's own bound is checked with that slack
+            if (taken > BoundedFiles.LINE_BYTES + (1 << 16)) {
+                throw new ElementTooLarge();
+            }
+            return n;
+        }
+    }
+
+    private static final class ElementTooLarge extends IOException {
+        ElementTooLarge() {
+            super("an element over " + BoundedFiles.size(BoundedFiles.LINE_BYTES));
+        }
+    }
+
+    private static void readArray(Path file, ElementBound source, Consumer<Row> sink) throws IOException {
         String name = file.toString();
         JsonReader reader = new JsonReader(source);
         reader.setStrictness(Strictness.STRICT);
@@ -93,6 +141,7 @@ public final class JsonRows {
             int index = 0;
             while (reader.hasNext()) {
                 String location = name + ":" + line(reader) + " (element " + index + ")";
+                source.nextElement();
                 JsonElement element = ELEMENT.read(reader);
                 rows.add(element.isJsonObject()
                         ? new Row(element.getAsJsonObject(), location, null)
@@ -104,6 +153,10 @@ public final class JsonRows {
             if (reader.peek() != JsonToken.END_DOCUMENT) {
                 throw new MalformedJsonException("text after the closing ]");
             }
+        } catch (ElementTooLarge e) {
+            throw new UserError(name + ":" + line(reader), "element " + rows.size() + " of the JSON array is over "
+                    + BoundedFiles.size(BoundedFiles.LINE_BYTES) + " (the limit for one row)",
+                    "split the data into rows under " + BoundedFiles.size(BoundedFiles.LINE_BYTES) + ", as JSON Lines");
         } catch (IOException | JsonParseException | IllegalStateException e) {
             // A JSON array cannot be resynchronised after a syntax error, so the whole file is refused even when
             // broken rows may be skipped.
@@ -139,16 +192,10 @@ public final class JsonRows {
         return matcher.find() ? matcher.group(1) : "?";
     }
 
-    /** Gson's messages end with a location and a troubleshooting URL; keep the reason only. */
+    /** Gson's message without its links and lenient-parsing advice. */
     private static String gsonReason(Exception e) {
-        Throwable cause = e.getCause() != null && e.getCause().getMessage() != null ? e.getCause() : e;
-        String message = String.valueOf(cause.getMessage());
-        int at = message.indexOf(" at line ");
-        if (at < 0) {
-            at = message.indexOf(" at path ");
-        }
-        message = at > 0 ? message.substring(0, at) : message;
-        int see = message.indexOf("\nSee ");
-        return see > 0 ? message.substring(0, see) : message;
+        // a JSON Lines row is parsed on its own, so its "line 1" is the row's file:line, said already
+        return dev.finetune.recipes.JsonProblems.reason(e).replace(" at line 1 column ", " at column ");
     }
+
 }

@@ -8,6 +8,7 @@ import com.google.gson.JsonElement;
 import com.google.gson.JsonObject;
 import com.google.gson.JsonParseException;
 import com.google.gson.JsonParser;
+import dev.finetune.recipes.BoundedFiles;
 import dev.finetune.recipes.UserError;
 import java.io.IOException;
 import java.nio.file.Files;
@@ -23,6 +24,8 @@ import java.util.Map;
  * visible at the call site.
  */
 public final class Tokenizer implements AutoCloseable {
+    /** The largest tokenizer.json read (the largest real ones, with 256k-token vocabularies, are about 35 MB). */
+    static final long TOKENIZER_JSON_BYTES = 256L << 20;
     private final HuggingFaceTokenizer hf;
     private final Path directory;
     private final SpecialTokens special;
@@ -44,6 +47,17 @@ public final class Tokenizer implements AutoCloseable {
         if (!Files.isRegularFile(tokenizerJson)) {
             throw new UserError(modelDir.toString(), "no tokenizer.json in the model directory",
                     "only fast (tokenizer.json) tokenizers are supported; save the tokenizer with a recent transformers");
+        }
+        // the native loader reads the whole file: refused unread when it is no regular file or far too large
+        BoundedFiles.requireRegular(tokenizerJson, "tokenizer.json");
+        try {
+            if (Files.size(tokenizerJson) > TOKENIZER_JSON_BYTES) {
+                throw new UserError(tokenizerJson.toString(), "tokenizer.json is over "
+                        + BoundedFiles.size(TOKENIZER_JSON_BYTES) + ", far more than any tokenizer's",
+                        "check that the model folder holds the model's own tokenizer.json");
+            }
+        } catch (IOException e) {
+            throw new UserError(tokenizerJson.toString(), "cannot read: " + e.getMessage(), "check the file's permissions");
         }
         HuggingFaceTokenizer hf;
         try {
@@ -223,13 +237,15 @@ public final class Tokenizer implements AutoCloseable {
             return new JsonObject();
         }
         try {
-            JsonElement element = JsonParser.parseString(Files.readString(file));
+            JsonElement element = JsonParser.parseString(BoundedFiles.readText(file, BoundedFiles.CONFIG_BYTES,
+                    "the tokenizer's " + file.getFileName()));
             if (!element.isJsonObject()) {
                 throw new UserError(file.toString(), "expected a JSON object", "restore the file from the model's source");
             }
             return element.getAsJsonObject();
-        } catch (IOException | JsonParseException e) {
-            throw new UserError(file.toString(), "cannot read: " + e.getMessage(), "restore the file from the model's source", e);
+        } catch (JsonParseException e) {
+            throw new UserError(file.toString(), "not valid JSON (" + dev.finetune.recipes.model.ModelConfig.jsonProblem(e)
+                    + ")", "restore the file from the model's source", e);
         }
     }
 
@@ -269,11 +285,7 @@ public final class Tokenizer implements AutoCloseable {
         }
         Path separate = modelDir.resolve("chat_template.jinja");
         if (Files.isRegularFile(separate)) {
-            try {
-                return Files.readString(separate);
-            } catch (IOException e) {
-                throw new UserError(separate.toString(), "cannot read: " + e.getMessage(), "check the file's permissions", e);
-            }
+            return BoundedFiles.readText(separate, BoundedFiles.CONFIG_BYTES, "the chat template");
         }
         return null;
     }

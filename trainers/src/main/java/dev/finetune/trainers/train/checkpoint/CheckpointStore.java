@@ -248,8 +248,9 @@ public final class CheckpointStore {
         Checksums.verify(folder, CHECKSUMS, List.of(weightsFile(folder), OPTIMIZER, STATE));
         TrainerState state;
         try {
-            state = GSON.fromJson(Files.readString(folder.resolve(STATE), StandardCharsets.UTF_8), TrainerState.class);
-        } catch (IOException | RuntimeException e) {
+            state = GSON.fromJson(dev.finetune.recipes.BoundedFiles.readText(folder.resolve(STATE),
+                    dev.finetune.recipes.BoundedFiles.CONFIG_BYTES, STATE), TrainerState.class);
+        } catch (RuntimeException e) {
             throw new Damaged(folder, STATE + " is not readable JSON (" + e.getMessage() + ")");
         }
         if (state == null) {
