@@ -92,10 +92,21 @@ final class ValidateCommand implements Callable<Integer> {
         return ExitCode.OK;
     }
 
-    /** {@code key=value} or {@code a.b=value} that names no existing file: an override, as for training. */
+    /**
+     * {@code key=value} or {@code a.b=value} that names no existing file: an override, as for training. Any key
+     * without a path separator counts, so a mistyped one (an invisible or non-ASCII character) is an unknown key
+     * with a did-you-mean, not a missing file.
+     */
     static boolean isOverride(String argument) {
         int eq = argument.indexOf('=');
-        return eq > 0 && argument.substring(0, eq).matches("[A-Za-z_][A-Za-z0-9_.\\[\\]-]*") && !Files.exists(Path.of(argument));
+        if (eq <= 0 || argument.substring(0, eq).contains("/")) {
+            return false;
+        }
+        try {
+            return !Files.exists(Path.of(argument));
+        } catch (java.nio.file.InvalidPathException e) {
+            return true;
+        }
     }
 
     static void printWarnings(PrintWriter err, List<Finding> warnings) {

@@ -335,9 +335,12 @@ final class KeyReader {
         if (v == null) {
             problems.invalid.add(scope + key);
             if (n instanceof Scalar s && s.value() instanceof Double d && !d.isNaN()) {
+                // 1e400 is infinite and rounds to Long.MAX_VALUE: an example must be a value the key takes
+                long example = Double.isFinite(d) && Math.round(d) <= Math.min(max, Integer.MAX_VALUE)
+                        ? Math.max(min, Math.round(d)) : Math.max(min, 1);
                 problems.error(n.where(), scope + key + " must be a whole number, got " + s.text(),
                         key.startsWith("warmup_steps") ? "write a whole number of steps, or use warmup_ratio: " + s.text()
-                                : "write e.g. " + key + ": " + Math.max(min, Math.round(d)));
+                                : "write e.g. " + key + ": " + example);
             } else {
                 typeError(key, n, "a whole number", key + ": " + Math.max(min, 1));
             }

@@ -49,15 +49,17 @@ record ObjectiveSetup<B extends Batch>(Objective<B> objective, List<B> train, Li
         int padId = TrainingData.padId(tokenizer);
         AdapterSwitch adapters = built.weights().adapters().orElse(null);
         return recipe.objective().<ObjectiveSetup<?>>match(
-                sft -> sft(recipe, microBatchSize, tokenizer, samplePrompt),
+                sft -> sft(recipe, microBatchSize, tokenizer, samplePrompt,
+                        built.model().config().maxPositionEmbeddings()),
                 dpo -> dpo(recipe, dpo, microBatchSize, tokenizer, built.trainable(), adapters, manager),
                 grpo -> grpo(recipe, grpo, microBatchSize, tokenizer, new LlamaTrainable(built.model()),
                         adapters, allowCommands, padId));
     }
 
-    private static ObjectiveSetup<SftBatch> sft(Recipe recipe, int micro, Tokenizer tokenizer, String samplePrompt) {
+    private static ObjectiveSetup<SftBatch> sft(Recipe recipe, int micro, Tokenizer tokenizer, String samplePrompt,
+            int context) {
         TrainingData<SftBatch> data = TrainingData.sft(recipe, micro, tokenizer);
-        Sample sample = Sample.of(data.prepared(), tokenizer, samplePrompt, SAMPLE_TOKENS);
+        Sample sample = Sample.of(data.prepared(), tokenizer, samplePrompt, SAMPLE_TOKENS, context);
         return new ObjectiveSetup<>(new SftObjective(), data.train(), data.eval(), data.report(), sample, null);
     }
 

@@ -1,5 +1,6 @@
 package dev.finetune.trainers.backend;
 
+import dev.finetune.recipes.UserError;
 import dev.finetune.trainers.data.Example;
 import dev.finetune.trainers.data.PreparedData;
 import dev.finetune.trainers.generation.Completion;
@@ -20,11 +21,29 @@ import java.util.Set;
 public record Sample(String prompt, int[] promptIds, int maxNewTokens) {
     private static final int COMPLETION_PROMPT_WORDS = 4;
 
-    /** The sample prompt of {@code data}, or {@code text} when given. */
-    public static Sample of(PreparedData data, Tokenizer tokenizer, String text, int maxNewTokens) {
+    /**
+     * The sample prompt of {@code data}, or {@code text} when given; with its new tokens within the model's
+     * {@code context}, as {@code generate} keeps them (beyond it nothing was trained to attend, and attention over an
+     * endless prompt costs memory the plan never counted).
+     */
+    public static Sample of(PreparedData data, Tokenizer tokenizer, String text, int maxNewTokens, int context) {
         if (text != null) {
-            return new Sample(text, tokenizer.encode(text, true), maxNewTokens);
+            int[] ids = tokenizer.encode(text, true);
+            if (ids.length + maxNewTokens > context) {
+                throw new UserError("--sample-prompt", "is " + ids.length + " tokens; with the sample's " + maxNewTokens
+                        + " new tokens that exceeds the model's context of " + context + " tokens",
+                        "shorten it to at most " + Math.max(1, context - maxNewTokens) + " tokens");
+            }
+            return new Sample(text, ids, maxNewTokens);
         }
+        Sample fromData = of(data, tokenizer, maxNewTokens);
+        int room = Math.max(1, context - maxNewTokens);
+        return fromData.promptIds().length <= room ? fromData : new Sample(fromData.prompt(),
+                Arrays.copyOfRange(fromData.promptIds(), fromData.promptIds().length - room,
+                        fromData.promptIds().length), maxNewTokens);
+    }
+
+    private static Sample of(PreparedData data, Tokenizer tokenizer, int maxNewTokens) {
         List<Example> source = data.eval().isEmpty() ? data.train() : data.eval();
         Example example = source.get(0);
         int firstTarget = 1;

@@ -157,10 +157,13 @@ public final class SavedModels {
             throw new UserError(adapterDir.toString(), "no " + AdapterConfig.FILE_NAME + " here: nothing to merge",
                     "give the output_dir of a LoRA or QLoRA run");
         }
-        if (Files.exists(out)) {
-            throw new UserError(out.toString(), "already exists", "remove it or choose another --out");
+        if (Files.exists(out, java.nio.file.LinkOption.NOFOLLOW_LINKS)) {
+            // a link too, even one to nothing: the merged folder would replace it, or fail and leave a copy behind
+            throw new UserError(out.toString(), Files.isSymbolicLink(out) ? "already exists (a symbolic link)"
+                    : "already exists", "remove it or choose another --out");
         }
         Path base = baseOf(adapterDir);
+        Path staging = null;
         try (NDManager manager = NDManager.newBaseManager()) {
             AdapterFiles.Saved adapter = AdapterFiles.read(adapterDir, manager);
             Map<String, NDArray> weights = new LinkedHashMap<>();
@@ -175,7 +178,7 @@ public final class SavedModels {
             merged.forEach((name, array) -> named.add(new NamedArray(name, array)));
             Path parent = out.toAbsolutePath().getParent();
             Files.createDirectories(parent);
-            Path staging = Files.createTempDirectory(parent, "." + out.getFileName() + "-");
+            staging = Files.createTempDirectory(parent, "." + out.getFileName() + "-");
             // a temporary folder is private (700); the merged model is for others to read, like any model folder
             try {
                 Files.setPosixFilePermissions(staging, java.nio.file.attribute.PosixFilePermissions.fromString("rwxr-xr-x"));
@@ -187,9 +190,16 @@ public final class SavedModels {
             Files.copy(base.resolve("config.json"), staging.resolve("config.json"));
             RunFiles.copyTokenizer(tokenizerDir(adapterDir), staging);
             AtomicFiles.publish(staging, out);
-        } catch (IOException e) {
-            throw new UserError(out.toString(), "cannot write the merged model: " + e.getMessage(),
-                    "check that the folder is writable and the disk has space", e);
+            staging = null;
+        } catch (IOException | java.io.UncheckedIOException e) {
+            Throwable cause = e instanceof java.io.UncheckedIOException u && u.getCause() != null ? u.getCause() : e;
+            throw new UserError(out.toString(), "cannot write the merged model: " + cause.getMessage()
+                    + "; nothing was left behind", "check that the folder is writable and the disk has space", e);
+        } finally {
+            // a full disk or any failure: the half-written copy goes, the adapter and the base stay as they were
+            if (staging != null) {
+                deleteQuietly(staging);
+            }
         }
     }
 
@@ -221,6 +231,40 @@ public final class SavedModels {
         if (!Files.isDirectory(dir)) {
             throw new UserError(dir.toString(), "model folder not found",
                     "give a folder with config.json and model.safetensors, or a training output_dir with an adapter");
+        }
+        if (!Files.isRegularFile(dir.resolve("config.json")) && !Files.isRegularFile(dir.resolve(AdapterConfig.FILE_NAME))) {
+            Path newest = newestCheckpoint(dir);
+            boolean run = Files.isRegularFile(dir.resolve(OutputFolder.MARKER)) || newest != null;
+            throw run ? new UserError(dir.toString(), "this training output folder has no final weights yet (a run "
+                    + "still going, or one that stopped before its end)", newest == null
+                    ? "wait for its first checkpoint, then give that checkpoint-N folder"
+                    : "give one of its checkpoints, e.g. " + newest)
+                    : new UserError(dir.toString(), "holds neither config.json nor " + AdapterConfig.FILE_NAME
+                            + ": not a model folder", "give a model folder, a training output_dir, or one of its "
+                            + "checkpoint-N folders");
+        }
+    }
+
+    /** The newest {@code checkpoint-N} of a run folder (either backend's) that holds a model or an adapter. */
+    private static Path newestCheckpoint(Path dir) {
+        try (java.util.stream.Stream<Path> children = Files.list(dir)) {
+            return children.filter(c -> c.getFileName().toString().matches("checkpoint-\\d{1,18}"))
+                    .filter(c -> Files.isRegularFile(c.resolve("config.json"))
+                            || Files.isRegularFile(c.resolve(AdapterConfig.FILE_NAME)))
+                    .max(java.util.Comparator.comparingLong(c -> Long.parseLong(c.getFileName().toString().substring(11))))
+                    .orElse(null);
+        } catch (IOException e) {
+            return null;
+        }
+    }
+
+    private static void deleteQuietly(Path folder) {
+        try (java.util.stream.Stream<Path> walk = Files.walk(folder)) {
+            for (Path p : walk.sorted(java.util.Comparator.reverseOrder()).toList()) {
+                Files.deleteIfExists(p);
+            }
+        } catch (IOException | java.io.UncheckedIOException e) {
+            // what cannot be deleted is a hidden folder beside --out, named after it
         }
     }
 }
