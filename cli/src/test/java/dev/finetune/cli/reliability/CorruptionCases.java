@@ -192,7 +192,11 @@ final class CorruptionCases {
                 Case.works("stop_on_nonfinite: false trains on", CORRUPTION, "saved adapter", dir ->
                         Case.Invocation.of(recipe(dir, with(sft(), "learning_rate", "1e30", "stop_on_nonfinite",
                                 "false")).toString(), "max_steps=3").writing(dir.resolve("work/out")))
-                        .training().then((dir, o) -> everyLineParses(dir.resolve("work/out"))),
+                        .training().then((dir, o) -> {
+                            everyLineParses(dir.resolve("work/out"));
+                            assertTrue(o.out().contains("sample after training:  none (the model's logits hold NaN"),
+                                    o.out());
+                        }),
                 Case.refused("reward command prints extra lines", CORRUPTION, "more lines than completions", dir ->
                         rewards(dir, "while read l; do echo 1; echo 2; done", "")),
                 Case.refused("reward command hangs with children", CORRUPTION, "nothing for 2 s", dir ->

@@ -152,9 +152,15 @@ public final class SingleDeviceBackend {
                     }).run();
             built.trainable().setTraining(false);
             built.save(outputDir, recipe);
-            String after = setup.sample() == null ? "" : setup.sample().text(built.model(), tokenizer);
+            String after = "";
             if (setup.sample() != null) {
-                out.println("sample after training:  " + quoted(after));
+                try {
+                    after = setup.sample().text(built.model(), tokenizer);
+                    out.println("sample after training:  " + quoted(after));
+                } catch (dev.finetune.trainers.generation.NonFiniteLogits e) {
+                    // stop_on_nonfinite: false trained on through NaN as asked; the weights are saved, no sample exists
+                    out.println("sample after training:  none (" + e.getMessage() + ")");
+                }
             }
             out.print(outcome(lines, summary));
             out.printf(Locale.ROOT, "saved %s to %s%n", built.weights().savedWhat(), outputDir);

@@ -25,9 +25,7 @@ final class Sampler {
     long[] choose(NDArray logits, GenerationSettings settings, SplittableRandom random, List<long[]> history) {
         // NaN or Inf logits make argmax pick token 0 and sampling pick the last token: a silent, wrong continuation
         if (!finite(logits)) {
-            throw new dev.finetune.recipes.UserError("model", "the model's logits hold NaN or Inf, so no token can be "
-                    + "chosen: its weights hold NaN or Inf values, or overflow", "check the weights (a run that "
-                    + "diverged? see its metrics.jsonl), or generate from an earlier checkpoint");
+            throw new NonFiniteLogits();
         }
         if (settings.repetitionPenalty() != 1f) {
             logits = penalize(logits, settings.repetitionPenalty(), history);
