@@ -111,7 +111,7 @@ final class BoundsCases {
                     Files.writeString(dir.resolve("b3000.yaml"), "seed: 1\n");
                     return Case.Invocation.of("validate", recipe(dir, with(sft(), "base", "b0.yaml")).toString());
                 }),
-                Case.refused("reward command printing one endless line", BOUNDS, "where a number was expected", dir -> {
+                Case.refused("reward command printing one endless line", BOUNDS, "a line of over 1 MiB", dir -> {
                     Files.writeString(dir.resolve("prompts.jsonl"), "{\"prompt\": \"Once\", \"word\": \"cat\"}\n");
                     Path recipe = recipe(dir, with(sft(), "rl", "grpo", "trl", "\n  num_generations: 2\n"
                             + "  max_completion_length: 8\n  reward_funcs:\n    - {name: judge, command: \"yes | tr -d '\\\\n'\"}",

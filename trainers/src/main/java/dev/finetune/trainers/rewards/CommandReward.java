@@ -42,6 +42,8 @@ final class CommandReward implements RewardFunction {
     private static final int MAX_ANSWER_CHARS = 1 << 20;
     private static final int MAX_STDERR_CHARS = 2000;
     private final Deque<String> stderrTail = new ArrayDeque<>();
+    /** The program printed a line longer than {@link #MAX_ANSWER_CHARS} (no line break, or no number). */
+    private volatile boolean overlong;
 
     CommandReward(RewardSpec.Command spec, Duration timeout) {
         this.spec = spec;
@@ -75,6 +77,10 @@ final class CommandReward implements RewardFunction {
             String line;
             while ((line = reader.readLine()) != null) {
                 if (answers) {
+                    if (reader.cut()) {
+                        // said as it is, whether it came before any input or in place of a score
+                        overlong = true;
+                    }
                     lines.put(Optional.of(line));
                 } else {
                     synchronized (stderrTail) {
@@ -141,6 +147,7 @@ final class CommandReward implements RewardFunction {
                 scores[i] = Double.NaN;
             }
             if (!Double.isFinite(scores[i])) {
+                requireNoOverlongLine();
                 throw failure("printed '" + abbreviate(line.get()) + "' where a number was expected (score " + (i + 1)
                         + " of " + scores.length + ")");
             }
@@ -158,9 +165,17 @@ final class CommandReward implements RewardFunction {
         Optional<String> extra = lines.peek();
         if (extra != null && extra.isPresent()) {
             killTree();
+            requireNoOverlongLine();
             throw failure("printed more lines than completions (" + (expected == 0 ? "a line before any input"
                     : "after " + expected + " scores for " + expected + " completions") + ": '"
                     + abbreviate(extra.get()) + "')");
+        }
+    }
+
+    private void requireNoOverlongLine() {
+        if (overlong) {
+            throw failure("printed a line of over " + (MAX_ANSWER_CHARS >> 20) + " MiB (no line break?) where a number "
+                    + "was expected; it was cut there and stopped");
         }
     }
 
