@@ -58,7 +58,8 @@ public final class DataReadBench {
     private static double examplesPerSecond(Path file, Path tokenizerDir) {
         DatasetSpec spec = new DatasetSpec(file, DatasetType.ALPACA, null, null, null, null, null, null, "bench", null,
                 "train", null, null);
-        DataOptions options = new DataOptions(512, false, false, 0, 42, Recipe.ExcessLength.TRUNCATE, false, null, null);
+        DataOptions options = new DataOptions(512, false, false, 0, 42, Recipe.ExcessLength.TRUNCATE, false,
+                DataOptions.Templates.NONE, dev.finetune.recipes.DataSelection.DEFAULTS);
         try (Tokenizer tokenizer = Tokenizer.load(tokenizerDir)) {
             long start = System.nanoTime();
             int examples = DataPipeline.prepare(List.of(spec), options, tokenizer).train().size();
