@@ -84,11 +84,9 @@ public final class Main implements Callable<Integer> {
         ValidatedRecipe validated = recipeArgs.load(launchOptions.shape());
         ValidateCommand.printWarnings(spec.commandLine().getErr(), validated.warnings());
         out.print(validated.describe());
-        // A recipe this build cannot run is refused before its memory is even estimated.
+        // what the trainer refuses, validation refused (RunChecks), before the memory is even estimated
         boolean fsdp = validated.run().backend() == ResolvedRun.Backend.FSDP;
-        if (fsdp) {
-            FsdpBackend.requireRunnable(validated);
-        } else {
+        if (!fsdp) {
             launchOptions.requireUnused();
             warnOfAnUndeclaredGpu(validated);
         }

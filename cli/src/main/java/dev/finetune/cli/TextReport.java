@@ -33,6 +33,7 @@ final class TextReport {
                 out.println("valid: " + v.recipe());
                 if (single) {
                     out.print(v.validated().describe());
+                    out.print(v.validated().describeRun());
                 }
             } else if (!single) {
                 out.println("invalid: " + v.recipe() + " (" + v.errors() + " error" + (v.errors() == 1 ? "" : "s") + ")");

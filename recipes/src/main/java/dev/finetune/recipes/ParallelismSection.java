@@ -189,11 +189,7 @@ final class ParallelismSection {
             problems.warn(fsdpList != null ? top.at("fsdp") : top.at("fsdp_config"),
                     "FSDP1 is deprecated (in Axolotl too); finetune runs it as FSDP2", "add fsdp_version: 2");
         }
-        if (version == 2 && (training.optimizer() == Recipe.Optimizer.ADAMW_BNB_8BIT
-                || training.optimizer() == Recipe.Optimizer.ADAMW_8BIT)) {
-            problems.error(top.at("optimizer"), "FSDP2 cannot shard " + training.optimizer().axolotlName()
-                    + " (bitsandbytes) optimizer state", "use optimizer: adamw_torch_8bit");
-        }
+        // which optimizers the worker runs is RunChecks' to say, with the other refusals of the backend
         return new Recipe.Distributed(new Recipe.Fsdp(version, offload, reshard, activationCheckpointing, ramEfficient,
                 stateDict, wrap, cls), cp, tp, ddpTimeout);
     }
@@ -205,12 +201,6 @@ final class ParallelismSection {
             problems.error(top.at("dp_shard_size"), "dp_shard_size " + shardSize + " with " + hardware.devices()
                     + " GPUs would leave replicas (HSDP), which is unsupported", "remove dp_shard_size: FSDP2 shards "
                     + "over all " + hardware.devices() + " GPUs");
-        }
-        // hardware: cpu runs the JVM trainer, whose optimizer is 32-bit AdamW; its spellings all keep 8 bytes of
-        // moments per parameter, the 8/4-bit variants and SGD do not
-        if (hardware instanceof Recipe.Hardware.Cpu && training.optimizer().stateBytesPerParam() != 8) {
-            problems.error(top.at("optimizer"), "optimizer " + training.optimizer().axolotlName() + " does not run "
-                    + "on hardware: cpu: the CPU trainer runs 32-bit AdamW", "use optimizer: adamw_torch");
         }
         Recipe.Backend backend = top.choice("backend", Recipe.Backend.class);
         if (backend == Recipe.Backend.SINGLE && hardware.devices() > 1) {

@@ -51,6 +51,8 @@ public record ValidatedRecipe(Recipe recipe, ResolvedRun run, BatchPlan plan, Li
         if (architecture != null && recipe.model().baseModelConfig() == null) {
             requireContext(recipe, architecture, problems, tree);
         }
+        RunChecks.check(recipe, run, problems, tree.where());
+        RunChecks.requireModelTemplate(recipe, recipeDir, problems);
         if (rows != null && recipe.objective() instanceof Recipe.Objective.Dpo) {
             checkPreferencePairs(recipe, problems);
         }
@@ -70,6 +72,14 @@ public record ValidatedRecipe(Recipe recipe, ResolvedRun run, BatchPlan plan, Li
     /** The batch line and the rest of the batch plan, as {@code validate}, {@code plan} and training print them. */
     public String describe() {
         return plan.describe(run);
+    }
+
+    /**
+     * Which trainer runs it, on what, and what its start still checks because only the machine can answer it: what
+     * {@code validate} cannot know.
+     */
+    public String describeRun() {
+        return run.describe() + RunChecks.leftToTheRun(recipe, run, recipeDir);
     }
 
     /**

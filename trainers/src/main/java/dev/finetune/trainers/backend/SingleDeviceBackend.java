@@ -71,12 +71,7 @@ public final class SingleDeviceBackend {
                 recipe.output().overwriteOutputDir());
         OutputFolder.requireResumableBy(Path.of(recipe.output().outputDir()), recipe.output().resume(),
                 OutputFolder.Writer.SINGLE);
-        // every 32-bit AdamW spelling (8 bytes of moments per parameter) is the same update; 8/4-bit and SGD are
-        // not (validate refuses them for hardware: cpu; a recipe that names no hardware learns it here)
-        if (recipe.training().optimizer().stateBytesPerParam() != 8) {
-            throw new UserError("optimizer", "the single-device trainer runs 32-bit AdamW, not '"
-                    + recipe.training().optimizer().axolotlName() + "'", "use optimizer: adamw_torch");
-        }
+        // what this trainer refuses (optimizers, model families) validate refused already: RunChecks
         for (String setting : notActedOn(recipe)) {
             LOG.warn("{} (the single-device trainer does not act on it yet)", setting);
         }

@@ -57,11 +57,6 @@ public final class FsdpBackend {
 
     private FsdpBackend() {}
 
-    /** Refuses what the worker does not run, before anything is written and without starting Python. */
-    public static void requireRunnable(ValidatedRecipe validated) {
-        WorkerRequirements.requireRunnable(validated.recipe(), validated.run());
-    }
-
     /** Refuses an objective or loss the worker does not implement, by what it says it supports. */
     static void requireSupported(ValidatedRecipe validated, WorkerPython.Capabilities worker) {
         Recipe recipe = validated.recipe();
@@ -93,7 +88,6 @@ public final class FsdpBackend {
             throw new IllegalArgumentException("the launch is for " + launch.run() + ", the recipe resolved to "
                     + validated.run());
         }
-        requireRunnable(validated);
         RewardChannel.requireAllowed(recipe, settings.allowCommands());
         Path modelDir = HubModels.base(recipe.model());
         Path tokenizerDir = HubModels.tokenizer(recipe.model());

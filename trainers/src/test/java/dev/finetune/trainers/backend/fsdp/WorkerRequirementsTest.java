@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import dev.finetune.recipes.InvalidRecipe;
 import dev.finetune.recipes.LaunchShape;
 import dev.finetune.recipes.ResolvedRun;
 import dev.finetune.recipes.UserError;
@@ -63,10 +64,10 @@ class WorkerRequirementsTest {
         return error.oneLine();
     }
 
-    private static String unrunnable(ValidatedRecipe r) {
-        UserError error = assertThrows(UserError.class,
-                () -> WorkerRequirements.requireRunnable(r.recipe(), r.run()));
-        return error.oneLine();
+    /** What no interpreter could run is refused by validate, at the key's line (recipes' RunChecks). */
+    private static String unrunnable(org.junit.jupiter.api.function.Executable load) {
+        InvalidRecipe error = assertThrows(InvalidRecipe.class, load);
+        return String.join("\n", error.errors().stream().map(f -> f.oneLine()).toList());
     }
 
     @Test
@@ -87,18 +88,17 @@ class WorkerRequirementsTest {
         ValidatedRecipe qlora = recipe(dir, "adapter: qlora\nload_in_4bit: true\nlora_r: 4\nlora_alpha: 8\n"
                 + "lora_target_linear: true\n");
         assertEquals(ResolvedRun.Backend.FSDP, qlora.run().backend());
-        WorkerRequirements.requireRunnable(qlora.recipe(), qlora.run());
         String missing = refusal(qlora, GPU);
         assertTrue(missing.contains("adapter: qlora needs bitsandbytes, and " + PYTHON + " cannot import it"), missing);
         assertTrue(missing.contains(PYTHON + " -m pip install bitsandbytes (all GPU extras: " + PYTHON + " -m "
                 + "pip install -r trainers/src/main/python/requirements-gpu.txt)"), missing);
         WorkerRequirements.check(qlora.recipe(), GPU_WITH_BNB, PYTHON, true);
 
-        String onCpu = unrunnable(recipe(dir, "adapter: qlora\nload_in_4bit: true\nlora_r: 4\nlora_alpha: 8\n"
+        String onCpu = unrunnable(() -> recipe(dir, "adapter: qlora\nload_in_4bit: true\nlora_r: 4\nlora_alpha: 8\n"
                 + "lora_target_linear: true\n", "hardware=cpu", "backend=fsdp"));
         assertTrue(onCpu.contains("needs bitsandbytes on a CUDA GPU, and this run computes on the CPU"), onCpu);
-        String sharded = unrunnable(qlora.launchedAs(LaunchShape.torchrun(2, null)));
-        assertTrue(sharded.contains("QLoRA over 2 ranks: FSDP2 gathers bitsandbytes' 4-bit weights back as plain "
+        String sharded = unrunnable(() -> qlora.launchedAs(LaunchShape.torchrun(2, null)));
+        assertTrue(sharded.contains("QLoRA over 2 ranks is unsupported: FSDP2 gathers bitsandbytes' 4-bit weights back as plain "
                 + "tensors"), sharded);
     }
 
@@ -106,11 +106,10 @@ class WorkerRequirementsTest {
     void bitsandbytesOptimizersNeedItOnOneGpu(@TempDir Path dir) throws IOException {
         for (String name : List.of("adamw_bnb_8bit", "adamw_8bit", "paged_adamw_8bit", "paged_adamw_32bit")) {
             ValidatedRecipe r = recipe(dir, "optimizer: " + name + "\n");
-            WorkerRequirements.requireRunnable(r.recipe(), r.run());
             String missing = refusal(r, GPU);
             assertTrue(missing.contains("optimizer: " + name + " needs bitsandbytes"), missing);
             WorkerRequirements.check(r.recipe(), GPU_WITH_BNB, PYTHON, true);
-            String sharded = unrunnable(r.launchedAs(LaunchShape.torchrun(4, null)));
+            String sharded = unrunnable(() -> r.launchedAs(LaunchShape.torchrun(4, null)));
             assertTrue(sharded.contains(name + " over 4 ranks"), sharded);
         }
         WorkerRequirements.check(recipe(dir, "optimizer: adamw_torch_fused\n").recipe(), CPU_BUILD, PYTHON, false);
@@ -119,8 +118,9 @@ class WorkerRequirementsTest {
     @Test
     void optimizersTheWorkerDoesNotHaveAreRefusedNotReplacedByAdamW(@TempDir Path dir) throws IOException {
         for (String name : List.of("sgd", "adamw_torch_8bit", "adamw_torch_4bit")) {
-            String refused = unrunnable(recipe(dir, "optimizer: " + name + "\n"));
-            assertTrue(refused.contains("optimizer: " + name + " is not in the torch worker"), refused);
+            String refused = unrunnable(() -> recipe(dir, "optimizer: " + name + "\n"));
+            assertTrue(refused.contains("optimizer: " + name + " is unsupported: it is not in the torch worker"), refused);
+            assertTrue(refused.contains("r.yaml:12:12"), refused);
         }
     }
 

@@ -1,0 +1,157 @@
+package dev.finetune.recipes;
+
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Set;
+
+/**
+ * What the trainer a recipe resolves to ({@link ResolvedRun#backend}) refuses, asked once, here, while the recipe is
+ * validated, and reported at the key's line. So "valid" means the run starts: {@code plan}, {@code --dry-run} and both
+ * backends begin from the same {@link ValidatedRecipe} and ask nothing again. What only the machine can answer (its
+ * CUDA devices, the worker's Python packages, the model's files when {@code base_model} names a hub model) is checked
+ * when the run starts, and {@link #leftToTheRun} says which.
+ */
+final class RunChecks {
+    private RunChecks() {}
+
+    /** The optimizers that are torch's AdamW, as the worker builds it (fused on CUDA). */
+    static final Set<Recipe.Optimizer> TORCH_ADAMW = Set.of(Recipe.Optimizer.ADAMW_TORCH,
+            Recipe.Optimizer.ADAMW_TORCH_FUSED, Recipe.Optimizer.ADAMW_HF);
+
+    static void check(Recipe recipe, ResolvedRun run, Problems problems, Object where) {
+        Recipe.Optimizer optimizer = recipe.training().optimizer();
+        if (optimizer == null || problems.invalid.contains("optimizer")) {
+            optimizer = Recipe.Optimizer.ADAMW_TORCH;
+        }
+        Object optimizerAt = problems.at("optimizer", where);
+        if (run.backend() == ResolvedRun.Backend.SINGLE) {
+            // Every 32-bit AdamW spelling is the same update (paging only moves where the moments live); 8- and
+            // 4-bit moments and SGD are other updates, which the JVM trainer does not have.
+            if (optimizer.stateBytesPerParam() != 8) {
+                problems.error(optimizerAt, "optimizer " + optimizer.axolotlName() + " is unsupported by the "
+                        + "single-device trainer, where this recipe runs (" + where(run) + "): it runs 32-bit AdamW",
+                        "use optimizer: adamw_torch, or run on a GPU (hardware: {gpus: 1}), where the torch worker "
+                                + "has bitsandbytes' 8-bit AdamW");
+            }
+            return;
+        }
+        // the torch worker: torch's AdamW and bitsandbytes' classes; anything else it would replace by AdamW
+        if (!TORCH_ADAMW.contains(optimizer) && !optimizer.bitsAndBytes()) {
+            problems.error(optimizerAt, "optimizer: " + optimizer.axolotlName() + " is unsupported: it is not in "
+                    + "the torch worker, which runs torch's AdamW and bitsandbytes' 8-bit and paged AdamW",
+                    "use optimizer: " + (optimizer.stateBytesPerParam() < 8 ? "adamw_bnb_8bit" : "adamw_torch_fused"));
+        }
+        boolean gpu = run.device() == ResolvedRun.Device.CUDA;
+        if (recipe.adapter() instanceof AdapterSpec.Lora lora && lora.quantized()) {
+            Object adapterAt = problems.at("adapter", where);
+            if (run.worldSize() > 1) {
+                problems.error(adapterAt, "QLoRA over " + run.worldSize() + " ranks is unsupported: FSDP2 gathers "
+                        + "bitsandbytes' 4-bit weights back as plain tensors without their quantization state, so "
+                        + "they cannot be sharded", "train QLoRA on one GPU (hardware: {gpus: 1}), or use adapter: "
+                        + "lora with FSDP");
+            } else if (!gpu && !refusedAt(problems, adapterAt)) { // ResolvedRun refuses a family the JVM lacks
+                problems.error(adapterAt, "adapter: qlora on the torch worker is unsupported on the CPU: it needs "
+                        + "bitsandbytes on a CUDA GPU, and this run computes on the CPU", "run it on a GPU "
+                        + "(hardware: {gpus: 1}), or train on the CPU in this JVM (hardware: cpu, backend: single), "
+                        + "which runs the same NF4");
+            }
+        }
+        if (optimizer.bitsAndBytes()) {
+            if (run.worldSize() > 1) {
+                problems.error(optimizerAt, optimizer.axolotlName() + " over " + run.worldSize() + " ranks is "
+                        + "unsupported: bitsandbytes' optimizers keep each tensor's whole state and FSDP2 hands them "
+                        + "shards", "use optimizer: adamw_torch_fused with FSDP, or " + optimizer.axolotlName()
+                        + " on one GPU");
+            } else if (!gpu) {
+                problems.error(optimizerAt, "optimizer: " + optimizer.axolotlName() + " on the torch worker is "
+                        + "unsupported on the CPU: it needs bitsandbytes on a CUDA GPU, and this run computes on the "
+                        + "CPU", "run it on a GPU (hardware: {gpus: 1}), or use optimizer: adamw_torch_fused");
+            }
+        }
+    }
+
+    /** Whether an error was already said at {@code where}: one mistake, one error. */
+    private static boolean refusedAt(Problems problems, Object where) {
+        return problems.errors.stream().anyMatch(f -> f.where().equals(String.valueOf(where)));
+    }
+
+    /** The run in a few words: the trainer's device and ranks. */
+    private static String where(ResolvedRun run) {
+        return run.device() + ", " + run.worldSize() + (run.worldSize() == 1 ? " rank" : " ranks");
+    }
+
+    /**
+     * {@code tokenizer_default} (also what a chat dataset without any template means) names the model's own template:
+     * with a local model folder that has none, the data cannot be rendered, which the run would find as it starts.
+     * Mirrors the trainers' ChatTemplateFormat/RlRows choice: the dataset's template, else the recipe's.
+     */
+    static void requireModelTemplate(Recipe recipe, Path recipeDir, Problems problems) {
+        String folder = recipe.model().tokenizerConfig() != null ? recipe.model().tokenizerConfig()
+                : recipe.model().baseModel();
+        if (folder == null || folder.isBlank()) {
+            return;
+        }
+        Path dir = recipeDir == null ? Path.of(folder) : recipeDir.resolve(folder);
+        if (!Files.isDirectory(dir) || hasTemplate(dir)) {
+            return;
+        }
+        List<DatasetSpec> all = new ArrayList<>(recipe.data().datasets());
+        all.addAll(recipe.data().testDatasets());
+        for (DatasetSpec d : all) {
+            if (d.type() != DatasetType.CHAT_TEMPLATE && d.type() != DatasetType.CHAT_TEMPLATE_DEFAULT) {
+                continue;
+            }
+            boolean own = d.chatTemplate() != null && !d.chatTemplate().isBlank();
+            String name = own ? d.chatTemplate() : recipe.model().chatTemplate();
+            String jinja = own && d.chat() != null && d.chat().chatTemplateJinja() != null ? d.chat().chatTemplateJinja()
+                    : recipe.model().chatTemplateJinja();
+            boolean modelsOwn = name == null || name.isBlank() ? jinja == null || jinja.isBlank()
+                    : name.strip().equals(ChatTemplateNames.TOKENIZER_DEFAULT);
+            if (modelsOwn) {
+                problems.error(own ? d.where() : problems.at("chat_template", d.where()), "chat_template is "
+                        + "tokenizer_default but the model at " + dir + " has no chat template",
+                        "name one, e.g. chat_template: chatml");
+                return;
+            }
+        }
+    }
+
+    /** Where transformers keeps a model's template: tokenizer_config.json's chat_template, or chat_template.jinja. */
+    private static boolean hasTemplate(Path dir) {
+        if (Files.isRegularFile(dir.resolve("chat_template.jinja"))) {
+            return true;
+        }
+        try {
+            var config = com.google.gson.JsonParser.parseString(Files.readString(dir.resolve("tokenizer_config.json")));
+            return config.isJsonObject() && config.getAsJsonObject().has("chat_template")
+                    && !config.getAsJsonObject().get("chat_template").isJsonNull();
+        } catch (java.io.IOException | RuntimeException e) {
+            return true; // unreadable or absent: the tokenizer's own load reports it, with its file
+        }
+    }
+
+    /**
+     * What this run's start still checks because only the machine can answer it, as {@code validate} prints it:
+     * {@code validate} cannot know these.
+     */
+    static String leftToTheRun(Recipe recipe, ResolvedRun run, Path recipeDir) {
+        List<String> left = new ArrayList<>();
+        String base = recipe.model().baseModel();
+        if (base != null && !Files.isDirectory(recipeDir == null ? Path.of(base) : recipeDir.resolve(base))) {
+            left.add("base_model '" + base + "' as a model folder on the machine (this build never downloads)");
+        }
+        if (run.backend() == ResolvedRun.Backend.FSDP) {
+            left.add("the worker's Python with torch, transformers and peft, and the objectives and DPO loss types it "
+                    + "reports");
+        }
+        if (run.device() == ResolvedRun.Device.CUDA && run.backend() == ResolvedRun.Backend.FSDP) {
+            left.add(run.perNode() + " CUDA device" + (run.perNode() == 1 ? "" : "s") + " on each node"
+                    + (recipe.adapter() instanceof AdapterSpec.Lora l && l.quantized()
+                            || recipe.training().optimizer() != null && recipe.training().optimizer().bitsAndBytes()
+                            ? ", and bitsandbytes" : ""));
+        }
+        return left.isEmpty() ? "" : "checked when the run starts, not here: " + String.join("; ", left) + "\n";
+    }
+}
