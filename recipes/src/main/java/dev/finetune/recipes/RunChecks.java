@@ -140,7 +140,7 @@ final class RunChecks {
         List<String> left = new ArrayList<>();
         String base = recipe.model().baseModel();
         if (base != null && !Files.isDirectory(recipeDir == null ? Path.of(base) : recipeDir.resolve(base))) {
-            left.add("base_model '" + base + "' as a model folder on the machine (this build never downloads)");
+            left.add("base_model '" + base + "' from the Hugging Face cache or the hub (its files, and access to them)");
         }
         if (run.backend() == ResolvedRun.Backend.FSDP) {
             left.add("the worker's Python with torch, transformers and peft, and the objectives and DPO loss types it "

@@ -82,7 +82,7 @@ class RunChecksTest {
     void whatOnlyTheMachineKnowsIsSaid(@TempDir Path dir) throws IOException {
         ValidatedRecipe hub = ValidatedRecipe.load(write(dir, "hardware: {gpus: 2, gpu_memory: 80GiB}\n"), List.of());
         assertEquals("run: fsdp worker (torchrun) on CUDA, 2 ranks\nchecked when the run starts, not here: base_model "
-                + "'org/model' as a model folder on the machine (this build never downloads); the worker's Python with "
+                + "'org/model' from the Hugging Face cache or the hub (its files, and access to them); the worker's Python with "
                 + "torch, transformers and peft, and the objectives and DPO loss types it reports; 2 CUDA devices on "
                 + "each node\n", hub.describeRun());
         ValidatedRecipe local = ValidatedRecipe.load(write(dir, "hardware: cpu\n"), List.of("base_model=" + STORIES));
