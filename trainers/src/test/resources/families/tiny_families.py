@@ -1,11 +1,12 @@
 """Tiny random models of every family finetune knows, built by transformers itself.
 
-usage: tiny_families.py OUT_DIR [--weights TOKENIZER_DIR] [VARIANT...]
+usage: tiny_families.py OUT_DIR [--weights TOKENIZER_DIR] [--wide] [VARIANT...]
 
 For each variant (all when none is named) writes OUT_DIR/VARIANT/config.json as transformers saves it and, with
 --weights, the random weights (model.safetensors) and the tokenizer files copied from TOKENIZER_DIR. OUT_DIR/expected.json
 holds, per variant, what transformers counts: num_parameters() and every named parameter with its shape, for the plan
-to be checked against (FamilyShapesTest).
+to be checked against (FamilyShapesTest). --wide makes every width 8 times wider and the vocabulary 32000: tens of
+millions of parameters, so that a measured peak tells the plan's per-family terms from the runtime's fixed cost.
 """
 import json
 import os
@@ -52,10 +53,17 @@ VARIANTS = {
 }
 
 
-def build(name):
+WIDER = ("hidden_size", "intermediate_size", "moe_intermediate_size", "shared_expert_intermediate_size", "head_dim",
+         "query_pre_attn_scalar")
+
+
+def build(name, wide=False):
     model_type, extra = VARIANTS[name]
     kwargs = dict(BASE)
     kwargs.update(extra)
+    if wide:
+        kwargs.update({k: 8 * kwargs[k] for k in WIDER if kwargs.get(k)})
+        kwargs.update(vocab_size=32000, num_attention_heads=8, num_key_value_heads=4)
     config = AutoConfig.for_model(model_type, **kwargs)
     torch.manual_seed(sum(map(ord, name)))
     model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
@@ -74,10 +82,12 @@ def main(argv):
     if rest[:1] == ["--weights"]:
         tokenizer = rest[1]
         rest = rest[2:]
+    wide = rest[:1] == ["--wide"]
+    rest = rest[1:] if wide else rest
     names = rest or list(VARIANTS)
     expected = {}
     for name in names:
-        model = build(name)
+        model = build(name, wide)
         folder = os.path.join(out, name)
         if tokenizer:
             model.save_pretrained(folder, safe_serialization=True)

@@ -10,6 +10,7 @@ import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.List;
 import java.util.stream.Stream;
@@ -32,8 +33,13 @@ public final class TinyFamilies {
                 Path dir = Files.createTempDirectory("tiny-families-");
                 Runtime.getRuntime().addShutdownHook(new Thread(() -> delete(dir)));
                 Path script = PythonStack.script("/families/tiny_families.py", dir);
-                PythonStack.runScript(script, dir, dir.resolve("models").toString(), "--weights",
-                        Stories260KReference.modelDir().toString());
+                List<String> arguments = new ArrayList<>(List.of(dir.resolve("models").toString(), "--weights",
+                        Stories260KReference.modelDir().toString()));
+                if (Boolean.getBoolean("finetune.families.wide")) {
+                    // a measurement, not the suite: widths 8x, vocabulary 32000 (see tiny_families.py)
+                    arguments.add("--wide");
+                }
+                PythonStack.runScript(script, dir, arguments.toArray(String[]::new));
                 expected = JsonParser.parseString(Files.readString(dir.resolve("models/expected.json"))).getAsJsonObject();
                 root = dir.resolve("models");
             } catch (IOException e) {

@@ -117,7 +117,7 @@ class FamilyTrainingTest {
         List<JsonObject> requests = new ArrayList<>();
         Map<String, Integer> index = new LinkedHashMap<>();
         for (Run run : runs) {
-            if (!run.lora()) {
+            if (!run.lora() || run.result() == null) {
                 continue;
             }
             Path model = TinyFamilies.model(run.variant());
@@ -148,6 +148,12 @@ class FamilyTrainingTest {
         List<String> table = new ArrayList<>();
         for (Run run : runs) {
             ModelConfig config = ModelConfig.read(TinyFamilies.model(run.variant()));
+            if (run.result() == null) {
+                problems.add(run.name() + ": " + run.log().substring(run.log().lastIndexOf("FAILED: ")).strip());
+                table.add("| " + config.modelType() + " | " + run.name().substring(run.variant().length() + 1)
+                        + " | failed | | | |");
+                continue;
+            }
             long planTotal = config.parameterCount();
             long planTrainable = config.parameters().trainable(run.recipe().recipe().adapter());
             long[] reported = reportedCounts(run.log());
@@ -214,9 +220,12 @@ class FamilyTrainingTest {
         ValidatedRecipe recipe = FsdpRuns.recipe(tmp, name, recipe(TinyFamilies.model(variant), out, lora ? LORA : ""),
                 "gradient_accumulation_steps=" + (ranks == 1 ? 2 : 1));
         ByteArrayOutputStream log = new ByteArrayOutputStream();
-        FsdpBackend.Result result;
+        FsdpBackend.Result result = null;
         try {
             result = FsdpRuns.fsdp(recipe, ranks, Map.of(), log);
+        } catch (FsdpBackend.WorkerFailed e) {
+            // one failed run is one problem of the table, not the end of the other 55 runs' measurements
+            log.writeBytes(("\nFAILED: " + e.getMessage() + "\n").getBytes(StandardCharsets.UTF_8));
         } finally {
             System.out.println(log.toString(StandardCharsets.UTF_8));
         }
