@@ -6,6 +6,7 @@ import dev.finetune.recipes.InvalidRecipe;
 import dev.finetune.recipes.ResolvedRun;
 import dev.finetune.recipes.UserError;
 import dev.finetune.recipes.ValidatedRecipe;
+import dev.finetune.recipes.model.ModelSource;
 import dev.finetune.recipes.plan.MemoryEstimate;
 import dev.finetune.recipes.plan.MemoryPlan;
 import dev.finetune.recipes.plan.PlanText;
@@ -90,9 +91,16 @@ public final class Main implements Callable<Integer> {
             launchOptions.requireUnused();
             warnOfAnUndeclaredGpu(validated);
         }
-        // hub inputs into the cache first: the plan below then reads the model's own config.json
-        RunInputs.fetch(validated.recipe(), out);
+        // the fit check before the weights' download (a recipe that cannot fit transfers nothing big); a dry run
+        // downloads nothing and plans from what the cache or the built-in table holds
+        if (!launchOptions.dryRun) {
+            RunInputs.fetchConfig(validated.recipe(), !(RunPlan.source(validated,
+                    recipeArgs.recipe().toAbsolutePath().normalize().getParent(), null) instanceof ModelSource.Unknown));
+        }
         RunPlan run = requireFits(validated);
+        if (!launchOptions.dryRun) {
+            RunInputs.fetch(validated.recipe(), out);
+        }
         MemoryPlan plan = run.memory();
         if (fsdp) {
             // the sharded terms, all-gather and reduce-scatter buffers and the per-rank peak, before anything starts

@@ -31,6 +31,19 @@ public record RunPlan(MemoryPlan memory, TimeModel.Estimate time, String noTime)
         double secondsPerCall();
     }
 
+    /** Where the plan takes the architecture from; {@link ModelSource.Unknown} where only the hub has it. */
+    public static ModelSource source(ValidatedRecipe validated, Path recipeDir, Path modelConfig) {
+        Recipe r = validated.recipe();
+        String base = planned(r);
+        return ModelSource.resolve(base, base.equals(r.model().baseModel()) ? r.model().revision() : null,
+                recipeDir, modelConfig);
+    }
+
+    /** {@code base_model_config} where given, else {@code base_model}: the model whose shape is planned. */
+    private static String planned(Recipe r) {
+        return r.model().baseModelConfig() != null ? r.model().baseModelConfig() : r.model().baseModel();
+    }
+
     /**
      * @param modelConfig a config.json for a model the built-in table does not know, or {@code null}
      * @param regime {@code null} for what the run's trainer keeps ({@link dev.finetune.recipes.ResolvedRun#precision})
@@ -39,9 +52,8 @@ public record RunPlan(MemoryPlan memory, TimeModel.Estimate time, String noTime)
     public static RunPlan of(ValidatedRecipe validated, Path recipeDir, Path modelConfig, PrecisionRegime regime,
             CpuRate cpu) {
         Recipe r = validated.recipe();
-        String base = r.model().baseModelConfig() != null ? r.model().baseModelConfig() : r.model().baseModel();
-        ModelSource source = ModelSource.resolve(base, base.equals(r.model().baseModel()) ? r.model().revision() : null,
-                recipeDir, modelConfig);
+        String base = planned(r);
+        ModelSource source = source(validated, recipeDir, modelConfig);
         if (source instanceof ModelSource.Unknown unknown) {
             throw unknown.asError();
         }

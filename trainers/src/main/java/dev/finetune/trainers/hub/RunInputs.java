@@ -9,12 +9,29 @@ import java.util.List;
 import java.util.Locale;
 
 /**
- * Everything a run reads from the hub, fetched into the HF cache once, at its start, before the plan (which then
- * reads the model's own config.json) and before anything is written: the model, a separate tokenizer, and every
+ * Everything a run reads from the hub, fetched into the HF cache once, at its start, after the fit check (which
+ * reads the model's own config.json, see {@link #fetchConfig}) and before anything is written: the model, a separate tokenizer, and every
  * hub dataset. On the fsdp backend this runs in each node's launcher, so the ranks get local paths and never fetch.
  */
 public final class RunInputs {
     private RunInputs() {}
+
+    /**
+     * Only the model's {@code config.json} (kilobytes), so that the fit check precedes the weights' download: a
+     * recipe that cannot fit transfers nothing big. Where the hub cannot answer and the architecture is known
+     * without it (the cache, the built-in table), the plan goes on from there and the download's own error comes
+     * after the fit check, from {@link #fetch}.
+     */
+    public static void fetchConfig(Recipe recipe, boolean architectureKnownOffline) {
+        try {
+            HubModels.resolve(recipe.model().baseModel(), recipe.model().revision(), ModelFiles.CONFIG, "base_model",
+                    HubEnvironment.current());
+        } catch (dev.finetune.recipes.UserError e) {
+            if (!architectureKnownOffline) {
+                throw e;
+            }
+        }
+    }
 
     /** The hub snapshots the recipe names, each said in one line ({@code repo revision = commit}). */
     public static List<Snapshot> fetch(Recipe recipe, PrintWriter out) {
