@@ -17,13 +17,13 @@ final class RunChecks {
     private RunChecks() {}
 
     /** The optimizers that are torch's AdamW, as the worker builds it (fused on CUDA). */
-    static final Set<Recipe.Optimizer> TORCH_ADAMW = Set.of(Recipe.Optimizer.ADAMW_TORCH,
-            Recipe.Optimizer.ADAMW_TORCH_FUSED, Recipe.Optimizer.ADAMW_HF);
+    static final Set<Optimizer> TORCH_ADAMW = Set.of(Optimizer.ADAMW_TORCH,
+            Optimizer.ADAMW_TORCH_FUSED, Optimizer.ADAMW_HF);
 
     static void check(Recipe recipe, ResolvedRun run, Problems problems, Object where) {
-        Recipe.Optimizer optimizer = recipe.training().optimizer();
+        Optimizer optimizer = recipe.training().optimizer();
         if (optimizer == null || problems.invalid.contains("optimizer")) {
-            optimizer = Recipe.Optimizer.ADAMW_TORCH;
+            optimizer = Optimizer.ADAMW_TORCH;
         }
         Object optimizerAt = problems.at("optimizer", where);
         if (run.backend() == ResolvedRun.Backend.SINGLE) {

@@ -98,10 +98,10 @@ final class TrainingSection {
             problems.error(top.at("warmup_ratio"), "warmup_steps and warmup_ratio are both set", "keep only one of them");
         }
         String optimizerName = top.string("optimizer");
-        Recipe.Optimizer optimizer = Recipe.Optimizer.byName(optimizerName);
+        Optimizer optimizer = Optimizer.byName(optimizerName);
         if (optimizer == null) {
             List<String> names = new ArrayList<>();
-            for (Recipe.Optimizer o : Recipe.Optimizer.values()) {
+            for (Optimizer o : Optimizer.values()) {
                 names.add(o.axolotlName());
             }
             if (OTHER_OPTIMIZERS.contains(optimizerName)) {
@@ -114,7 +114,7 @@ final class TrainingSection {
                 problems.error(top.at("optimizer"), "optimizer '" + optimizerName + "' is not an optimizer Axolotl knows",
                         close != null ? "did you mean '" + close + "'?" : "use adamw_torch");
             }
-            optimizer = Recipe.Optimizer.ADAMW_TORCH_FUSED;
+            optimizer = Optimizer.ADAMW_TORCH_FUSED;
         }
         double weightDecay = top.number("weight_decay", 0, Double.MAX_VALUE);
         double beta1 = top.number("adam_beta1", 0, 0.999999);

@@ -25,7 +25,7 @@ class ChoiceDocsTest {
         keys.put("datasets[].train_on_eos", KeyReader.spellings(TrainOnEos.class));
         keys.put("datasets[].ds_type", KeyReader.spellings(DataFormat.class));
         keys.put("lr_scheduler", Arrays.stream(LrScheduler.values()).map(LrScheduler::key).toList());
-        keys.put("optimizer", Arrays.stream(Recipe.Optimizer.values()).map(Recipe.Optimizer::axolotlName).toList());
+        keys.put("optimizer", Arrays.stream(Optimizer.values()).map(Optimizer::axolotlName).toList());
         keys.put("dpo_loss_type", DpoLossType.keys());
         keys.put("trl.loss_type", GrpoLossType.keys());
         keys.put("trl.scale_rewards", ScaleRewards.keys());

@@ -17,7 +17,7 @@ class SchedulePlanTest {
         AdapterSpec adapter = new AdapterSpec.Lora(loraRank, 16, 0.05, List.of("q_proj", "v_proj"), false, false, null);
         Recipe.Data data = new Recipe.Data(List.of(), List.of(), 0.1, null, false, Recipe.ExcessLength.DROP, false, DataSelection.DEFAULTS);
         Recipe.Training training = new Recipe.Training(256, true, true, 256, false, 3, maxSteps, 2e-4, LrScheduler.COSINE,
-                0.1, 0, false, warmupSteps, warmupRatio, Recipe.Optimizer.ADAMW_TORCH, 0.01, 0.9, 0.95, 1e-8, 0.5, true, 17, true, null, 3);
+                0.1, 0, false, warmupSteps, warmupRatio, Optimizer.ADAMW_TORCH, 0.01, 0.9, 0.95, 1e-8, 0.5, true, 17, true, null, 3);
         Recipe.Output output = new Recipe.Output("out", new Resume.Fresh(), null, null, saveSteps, savesPerEpoch, 3,
                 evalStrategy, evalSteps, null, null, null, false, false);
         return new Recipe(model, adapter, data, training, new Recipe.Batch(2, 4, null, null),

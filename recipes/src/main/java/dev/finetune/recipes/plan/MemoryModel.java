@@ -1,6 +1,7 @@
 package dev.finetune.recipes.plan;
 
 import dev.finetune.recipes.AdapterSpec;
+import dev.finetune.recipes.Optimizer;
 import dev.finetune.recipes.Recipe;
 import dev.finetune.recipes.ReferenceModel;
 import dev.finetune.recipes.model.ModelConfig;
@@ -164,14 +165,14 @@ public final class MemoryModel {
         }
 
         private void optimizer(Set<Phase> phases) {
-            Recipe.Optimizer o = s.optimizer();
+            Optimizer o = s.optimizer();
             long bytes;
             String how;
             if (o.eightBit()) {
-                long small = lora == null ? p.inSmallTensors(Recipe.Optimizer.MIN_8BIT_SIZE) : 0;
+                long small = lora == null ? p.inSmallTensors(Optimizer.MIN_8BIT_SIZE) : 0;
                 long big = trainable - small;
-                bytes = small * o.states() * 4L + Math.round(big * o.states() * (1 + 4.0 / Recipe.Optimizer.BLOCK));
-                how = o.label() + ": " + o.states() + " × (1 B + fp32 absmax per " + Recipe.Optimizer.BLOCK + ") × " + count(big)
+                bytes = small * o.states() * 4L + Math.round(big * o.states() * (1 + 4.0 / Optimizer.BLOCK));
+                how = o.label() + ": " + o.states() + " × (1 B + fp32 absmax per " + Optimizer.BLOCK + ") × " + count(big)
                         + (small > 0 ? " + " + count(small) + " in small tensors × " + o.states() + " × 4 B" : "");
             } else {
                 bytes = trainable * o.states() * r.moment();

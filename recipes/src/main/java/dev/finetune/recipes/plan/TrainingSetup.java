@@ -1,6 +1,7 @@
 package dev.finetune.recipes.plan;
 
 import dev.finetune.recipes.AdapterSpec;
+import dev.finetune.recipes.Optimizer;
 import dev.finetune.recipes.Recipe;
 import dev.finetune.recipes.ReferenceModel;
 import dev.finetune.recipes.UserError;
@@ -21,7 +22,7 @@ public record TrainingSetup(
         ModelConfig model,
         AdapterSpec adapter,
         PrecisionRegime precision,
-        Recipe.Optimizer optimizer,
+        Optimizer optimizer,
         int microBatch,
         int gradientAccumulation,
         int sequenceLength,

@@ -1,5 +1,6 @@
 package dev.finetune.recipes.plan;
 
+import dev.finetune.recipes.Optimizer;
 import dev.finetune.recipes.ReferenceModel;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -108,7 +109,7 @@ class MeasuredMemoryTest {
                         default -> throw new IllegalStateException(f[11]);
                     });
             TrainingSetup setup = new TrainingSetup(f[1], model, adapter(f[2]), PrecisionRegime.valueOf(f[3].toUpperCase(Locale.ROOT)),
-                    f[4].equals("adamw") ? Recipe.Optimizer.ADAMW_TORCH : Recipe.Optimizer.byName(f[4]), Integer.parseInt(f[6]), 1, Integer.parseInt(f[5]),
+                    f[4].equals("adamw") ? Optimizer.ADAMW_TORCH : Optimizer.byName(f[4]), Integer.parseInt(f[6]), 1, Integer.parseInt(f[5]),
                     f[7].equals("on"), new Recipe.Objective.Sft(), sharding, Devices.gpus(gpus, 1, 80L << 30), kernels, new ReferenceModel.None());
             rows.add(new Row(f[0], setup, f[12], Double.parseDouble(f[13]), f[14]));
         }

@@ -8,6 +8,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import com.google.gson.JsonObject;
 import com.google.gson.JsonParser;
 import dev.finetune.recipes.AdapterSpec;
+import dev.finetune.recipes.Optimizer;
 import dev.finetune.recipes.Recipe;
 import dev.finetune.recipes.ReferenceModel;
 import dev.finetune.recipes.UserError;
@@ -31,7 +32,7 @@ class MemoryModelTest {
 
     static TrainingSetup setup(ModelConfig model, AdapterSpec adapter, PrecisionRegime regime, Recipe.Objective objective,
             Sharding sharding, int gpus) {
-        return new TrainingSetup("test", model, adapter, regime, Recipe.Optimizer.ADAMW_TORCH, 2, 4, 2048, true, objective, sharding,
+        return new TrainingSetup("test", model, adapter, regime, Optimizer.ADAMW_TORCH, 2, 4, 2048, true, objective, sharding,
                 Devices.gpus(gpus, 1, 80 * GIB), Kernels.ours(), ReferenceModel.of(objective, adapter, null));
     }
 
@@ -159,7 +160,7 @@ class MemoryModelTest {
         assertEquals(2 + 2 / 8.0, MemoryModel.bytesPerLogit(new Kernels(Kernels.Layers.FUSED, Kernels.Loss.CHUNKED), 2), 1e-12);
         assertEquals(4 + (4 + 2) / 8.0, MemoryModel.bytesPerLogit(new Kernels(Kernels.Layers.EAGER, Kernels.Loss.CHUNKED), 2), 1e-12);
         assertEquals(2 + 4 + 2, MemoryModel.bytesPerLogit(new Kernels(Kernels.Layers.FUSED, Kernels.Loss.FULL), 2), 1e-12);
-        TrainingSetup compiled = new TrainingSetup("test", LLAMA_8B, QLORA, PrecisionRegime.BF16_PURE, Recipe.Optimizer.ADAMW_TORCH, 2, 1,
+        TrainingSetup compiled = new TrainingSetup("test", LLAMA_8B, QLORA, PrecisionRegime.BF16_PURE, Optimizer.ADAMW_TORCH, 2, 1,
                 2048, true, new Recipe.Objective.Sft(), Sharding.SINGLE, Devices.gpus(1, 1, 24 * GIB),
                 new Kernels(Kernels.Layers.FUSED, Kernels.Loss.CHUNKED), new ReferenceModel.None());
         assertEquals(Math.round(4096L * 128256 * 2.25), MemoryModel.estimate(compiled).term("logits").in(Phase.FORWARD_BACKWARD));
@@ -168,7 +169,7 @@ class MemoryModelTest {
     @Test
     void grpoAddsAGenerationPhaseWithAKvCache() {
         // Prompts of 512 tokens (the setup's sequence length), completions of up to 1024.
-        TrainingSetup grpo = new TrainingSetup("test", LLAMA_8B, LORA, PrecisionRegime.BF16_PURE, Recipe.Optimizer.ADAMW_TORCH, 2, 4, 512,
+        TrainingSetup grpo = new TrainingSetup("test", LLAMA_8B, LORA, PrecisionRegime.BF16_PURE, Optimizer.ADAMW_TORCH, 2, 4, 512,
                 true, RecipeSetupTest.grpo(8, 1024, 0.04), Sharding.SINGLE, Devices.gpus(1, 1, 80 * GIB), Kernels.ours(), ReferenceModel.of(RecipeSetupTest.grpo(8, 1024, 0.04), LORA, null));
         MemoryEstimate e = MemoryModel.estimate(grpo);
         assertTrue(e.phases().contains(Phase.GENERATION));
@@ -184,9 +185,9 @@ class MemoryModelTest {
     @Test
     void eightBitAdamKeepsSmallTensorsIn32Bits() {
         TrainingSetup adamw = new TrainingSetup("test", LLAMA_3B, new AdapterSpec.Full(), PrecisionRegime.BF16_PURE,
-                Recipe.Optimizer.ADAMW_TORCH, 1, 1, 512, true, new Recipe.Objective.Sft(), Sharding.SINGLE, Devices.gpus(1, 1, 80 * GIB), Kernels.ours(), new ReferenceModel.None());
+                Optimizer.ADAMW_TORCH, 1, 1, 512, true, new Recipe.Objective.Sft(), Sharding.SINGLE, Devices.gpus(1, 1, 80 * GIB), Kernels.ours(), new ReferenceModel.None());
         TrainingSetup eightBit = new TrainingSetup("test", LLAMA_3B, new AdapterSpec.Full(), PrecisionRegime.BF16_PURE,
-                Recipe.Optimizer.ADAMW_BNB_8BIT, 1, 1, 512, true, new Recipe.Objective.Sft(), Sharding.SINGLE, Devices.gpus(1, 1, 80 * GIB), Kernels.ours(), new ReferenceModel.None());
+                Optimizer.ADAMW_BNB_8BIT, 1, 1, 512, true, new Recipe.Objective.Sft(), Sharding.SINGLE, Devices.gpus(1, 1, 80 * GIB), Kernels.ours(), new ReferenceModel.None());
         long p = LLAMA_3B.parameterCount();
         long small = LLAMA_3B.parameters().inSmallTensors(4096);
         assertEquals((28 * 2 + 1) * 3072L, small, "the RMSNorm vectors of 3072 values are under min_8bit_size");
@@ -197,7 +198,7 @@ class MemoryModelTest {
 
     @Test
     void cpuRunsCountTheMappedCheckpointAndTheRuntime() {
-        TrainingSetup cpu = new TrainingSetup("test", LLAMA_3B, LORA, PrecisionRegime.FP32, Recipe.Optimizer.ADAMW_TORCH, 1, 1, 512, false,
+        TrainingSetup cpu = new TrainingSetup("test", LLAMA_3B, LORA, PrecisionRegime.FP32, Optimizer.ADAMW_TORCH, 1, 1, 512, false,
                 new Recipe.Objective.Sft(), Sharding.SINGLE, Devices.cpu(16 * GIB), Kernels.ours(), new ReferenceModel.None());
         MemoryEstimate e = MemoryModel.estimate(cpu);
         assertEquals(4 * LLAMA_3B.parameterCount(), e.term("weights").in(Phase.LOAD));
@@ -229,7 +230,7 @@ class MemoryModelTest {
     @Test
     void remediesAreRankedByCostAndEachFits() {
         // 8B LoRA, long sequences, no checkpointing, on a 24 GiB card: micro batch and checkpointing both help.
-        TrainingSetup big = new TrainingSetup("test", LLAMA_8B, LORA, PrecisionRegime.BF16_PURE, Recipe.Optimizer.ADAMW_TORCH, 4, 1, 4096,
+        TrainingSetup big = new TrainingSetup("test", LLAMA_8B, LORA, PrecisionRegime.BF16_PURE, Optimizer.ADAMW_TORCH, 4, 1, 4096,
                 false, new Recipe.Objective.Sft(), Sharding.SINGLE, Devices.gpus(1, 1, 24 * GIB), Kernels.ours(), new ReferenceModel.None());
         MemoryPlan plan = MemoryPlan.of(big);
         assertFalse(plan.estimate().fits());

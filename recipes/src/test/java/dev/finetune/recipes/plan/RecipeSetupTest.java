@@ -7,6 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import dev.finetune.recipes.AdapterSpec;
 import dev.finetune.recipes.DataSelection;
 import dev.finetune.recipes.LaunchShape;
+import dev.finetune.recipes.Optimizer;
 import dev.finetune.recipes.Recipe;
 import dev.finetune.recipes.ResolvedRun;
 import dev.finetune.recipes.RewardSpec;
@@ -41,12 +42,12 @@ class RecipeSetupTest {
         return new Recipe.Objective.Dpo(0.1, 0, false, dev.finetune.recipes.DpoLossType.SIGMOID);
     }
 
-    static Recipe recipe(AdapterSpec adapter, Recipe.Flag bf16, Recipe.Optimizer optimizer, boolean checkpointing,
+    static Recipe recipe(AdapterSpec adapter, Recipe.Flag bf16, Optimizer optimizer, boolean checkpointing,
             Recipe.Objective objective, Recipe.Fsdp fsdp, Recipe.Hardware hardware) {
         return recipe(adapter, bf16, optimizer, checkpointing, objective, fsdp, hardware, Recipe.Speedups.NONE);
     }
 
-    static Recipe recipe(AdapterSpec adapter, Recipe.Flag bf16, Recipe.Optimizer optimizer, boolean checkpointing,
+    static Recipe recipe(AdapterSpec adapter, Recipe.Flag bf16, Optimizer optimizer, boolean checkpointing,
             Recipe.Objective objective, Recipe.Fsdp fsdp, Recipe.Hardware hardware, Recipe.Speedups speedups) {
         return new Recipe(
                 new Recipe.Model("meta-llama/Llama-3.1-8B", null, null, false, Map.of(), null, null, List.of(), Map.of(), null, null),
@@ -54,7 +55,7 @@ class RecipeSetupTest {
                 new Recipe.Data(List.of(), List.of(), 0, null, false, Recipe.ExcessLength.DROP, false, DataSelection.DEFAULTS),
                 new Recipe.Training(2048, true, true, 2048, true, 1, null, 2e-4, dev.finetune.recipes.LrScheduler.COSINE, 0, 0, false, null, null, 
                         // null: the optimizer a recipe gets when it names none (the key table's default)
-                        optimizer != null ? optimizer : Recipe.Optimizer.ADAMW_TORCH_FUSED, 0, 0.9, 0.999,
+                        optimizer != null ? optimizer : Optimizer.ADAMW_TORCH_FUSED, 0, 0.9, 0.999,
                         1e-8, 1.0, checkpointing, 42, true, null, 3),
                 new Recipe.Batch(2, 4, null, null),
                 new Recipe.Precision(bf16, Recipe.Flag.FALSE, Recipe.Flag.AUTO),
@@ -70,11 +71,11 @@ class RecipeSetupTest {
 
     @Test
     void qloraOnOneGpuIsMixedPrecisionOnOneDevice() {
-        Recipe r = recipe(QLORA, Recipe.Flag.TRUE, Recipe.Optimizer.PAGED_ADAMW_8BIT, true, new Recipe.Objective.Sft(), null,
+        Recipe r = recipe(QLORA, Recipe.Flag.TRUE, Optimizer.PAGED_ADAMW_8BIT, true, new Recipe.Objective.Sft(), null,
                 new Recipe.Hardware.Gpus(1, 1, 24L << 30));
         TrainingSetup s = setup(r, LLAMA_8B, LaunchShape.RECIPE, null, 2, 4, 0);
         assertEquals(PrecisionRegime.MIXED_FP32_MASTER, s.precision());
-        assertEquals(Recipe.Optimizer.PAGED_ADAMW_8BIT, s.optimizer());
+        assertEquals(Optimizer.PAGED_ADAMW_8BIT, s.optimizer());
         assertEquals(Sharding.SINGLE, s.sharding());
         assertEquals(Devices.gpus(1, 1, 24L << 30), s.hardware());
         assertEquals(8, s.globalBatch());
@@ -93,7 +94,7 @@ class RecipeSetupTest {
         ModelConfig qwen = KnownModels.lookup("Qwen/Qwen2.5-0.5B").orElseThrow();
         AdapterSpec lora = new AdapterSpec.Lora(16, 32, 0, List.of(), true, false, null);
         for (Recipe.Objective objective : List.of(new Recipe.Objective.Sft(), dpo())) {
-            Recipe r = recipe(lora, Recipe.Flag.TRUE, Recipe.Optimizer.ADAMW_TORCH_FUSED, false, objective, null,
+            Recipe r = recipe(lora, Recipe.Flag.TRUE, Optimizer.ADAMW_TORCH_FUSED, false, objective, null,
                     new Recipe.Hardware.Gpus(1, 1, 80L << 30));
             TrainingSetup s = setup(r, qwen, LaunchShape.RECIPE, null, 2, 4, 0);
             assertEquals(ResolvedRun.Backend.FSDP, ResolvedRun.of(r, LaunchShape.RECIPE).backend());
@@ -119,7 +120,7 @@ class RecipeSetupTest {
     @Test
     void fsdpConfigShardsAndOffloadMovesStateToTheHost() {
         Recipe.Fsdp fsdp = new Recipe.Fsdp(2, false, true, true, true, "SHARDED_STATE_DICT", "TRANSFORMER_BASED_WRAP", "LlamaDecoderLayer");
-        Recipe full = recipe(new AdapterSpec.Full(), Recipe.Flag.TRUE, Recipe.Optimizer.ADAMW_TORCH_FUSED, false,
+        Recipe full = recipe(new AdapterSpec.Full(), Recipe.Flag.TRUE, Optimizer.ADAMW_TORCH_FUSED, false,
                 new Recipe.Objective.Sft(), fsdp, new Recipe.Hardware.Unspecified());
         TrainingSetup s = setup(full, LLAMA_8B, EIGHT_80, null, 2, 4, 0);
         assertEquals(Sharding.FSDP_FULL_SHARD, s.sharding());
@@ -127,7 +128,7 @@ class RecipeSetupTest {
         assertTrue(s.gradientCheckpointing(), "fsdp_config.activation_checkpointing turns checkpointing on");
         assertEquals(64, s.globalBatch());
         Recipe.Fsdp offload = new Recipe.Fsdp(2, true, true, false, true, null, null, null);
-        Recipe offloaded = recipe(new AdapterSpec.Full(), Recipe.Flag.TRUE, Recipe.Optimizer.ADAMW_TORCH, false,
+        Recipe offloaded = recipe(new AdapterSpec.Full(), Recipe.Flag.TRUE, Optimizer.ADAMW_TORCH, false,
                 new Recipe.Objective.Sft(), offload, new Recipe.Hardware.Unspecified());
         assertEquals(Sharding.FSDP_OFFLOAD, setup(offloaded, LLAMA_8B, EIGHT_80, null, 2, 4, 0).sharding());
         Recipe noFsdp = recipe(new AdapterSpec.Full(), Recipe.Flag.TRUE, null, false, new Recipe.Objective.Sft(), null,
@@ -138,12 +139,12 @@ class RecipeSetupTest {
 
     @Test
     void cpuIsFp32UnlessBf16IsTrueAndRegimeCanBeChosen() {
-        Recipe r = recipe(QLORA, Recipe.Flag.AUTO, Recipe.Optimizer.ADAMW_TORCH, false, new Recipe.Objective.Sft(), null,
+        Recipe r = recipe(QLORA, Recipe.Flag.AUTO, Optimizer.ADAMW_TORCH, false, new Recipe.Objective.Sft(), null,
                 new Recipe.Hardware.Cpu());
         LaunchShape cpu = LaunchShape.RECIPE;
         assertTrue(setup(r, LLAMA_8B, cpu, null, 1, 1, 0).onCpu());
         assertEquals(PrecisionRegime.FP32, setup(r, LLAMA_8B, cpu, null, 1, 1, 0).precision());
-        Recipe bf16 = recipe(QLORA, Recipe.Flag.TRUE, Recipe.Optimizer.ADAMW_TORCH, false, new Recipe.Objective.Sft(), null,
+        Recipe bf16 = recipe(QLORA, Recipe.Flag.TRUE, Optimizer.ADAMW_TORCH, false, new Recipe.Objective.Sft(), null,
                 new Recipe.Hardware.Cpu());
         PrecisionRegime autocast = setup(bf16, LLAMA_8B, cpu, null, 1, 1, 0).precision();
         assertEquals(PrecisionRegime.CPU_BF16_AUTOCAST, autocast,

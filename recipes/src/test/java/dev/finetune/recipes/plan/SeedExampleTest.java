@@ -1,5 +1,6 @@
 package dev.finetune.recipes.plan;
 
+import dev.finetune.recipes.Optimizer;
 import dev.finetune.recipes.ReferenceModel;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
@@ -23,7 +24,7 @@ class SeedExampleTest {
 
     static TrainingSetup setup(int gpus, Sharding sharding, boolean checkpointing) {
         return new TrainingSetup("meta-llama/Llama-2-7b-hf", LLAMA_7B, new AdapterSpec.Full(), PrecisionRegime.BF16_FP32_MOMENTS,
-                Recipe.Optimizer.ADAMW_TORCH, 4, 1, 2048, checkpointing, new Recipe.Objective.Sft(), sharding,
+                Optimizer.ADAMW_TORCH, 4, 1, 2048, checkpointing, new Recipe.Objective.Sft(), sharding,
                 Devices.gpus(gpus, 1, 80 * GIB), Kernels.ours(), new ReferenceModel.None());
     }
 

@@ -1,5 +1,6 @@
 package dev.finetune.recipes.plan;
 
+import dev.finetune.recipes.Optimizer;
 import dev.finetune.recipes.ReferenceModel;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -39,7 +40,7 @@ class TimeModelTest {
     @Test
     void oneH100TrainsAnEightBillionLoraAtTwelveThousandTokensPerSecond() {
         AdapterSpec.Lora lora = new AdapterSpec.Lora(16, 32, 0, List.of(), true, false, null);
-        TrainingSetup s = new TrainingSetup("8b", LLAMA_8B, lora, PrecisionRegime.MIXED_FP32_MASTER, Recipe.Optimizer.ADAMW_TORCH,
+        TrainingSetup s = new TrainingSetup("8b", LLAMA_8B, lora, PrecisionRegime.MIXED_FP32_MASTER, Optimizer.ADAMW_TORCH,
                 2, 8, 2048, false, new Recipe.Objective.Sft(), Sharding.SINGLE, Devices.gpus(1, 1, 80 * GIB), Kernels.ours(), new ReferenceModel.None());
         long n = 32L * (4096 * 4096 + 2 * 4096 * 1024 + 4096 * 4096 + 3 * 4096 * 14336) + 4096L * 128_256;
         assertEquals(7_504_658_432L, n);
@@ -69,7 +70,7 @@ class TimeModelTest {
      */
     @Test
     void eightH100sTrainSeventyBillionUnderFsdpAtSevenHundredTokensPerSecondEach() {
-        TrainingSetup s = new TrainingSetup("70b", LLAMA_70B, new AdapterSpec.Full(), PrecisionRegime.BF16_PURE, Recipe.Optimizer.ADAMW_TORCH,
+        TrainingSetup s = new TrainingSetup("70b", LLAMA_70B, new AdapterSpec.Full(), PrecisionRegime.BF16_PURE, Optimizer.ADAMW_TORCH,
                 1, 4, 2048, true, new Recipe.Objective.Sft(), Sharding.FSDP_FULL_SHARD, Devices.gpus(8, 1, 80 * GIB), Kernels.ours(), new ReferenceModel.None());
         long decoder = 80L * (8192L * 8192 + 2L * 8192 * 1024 + 8192L * 8192 + 3L * 8192 * 28672);
         long n = decoder + 8192L * 128_256;
@@ -90,7 +91,7 @@ class TimeModelTest {
 
     @Test
     void overridesReplaceThePeakAndTheUtilisationAndUnknownStepsGiveTheStepTime() {
-        TrainingSetup s = new TrainingSetup("8b", LLAMA_8B, new AdapterSpec.Full(), PrecisionRegime.FP32, Recipe.Optimizer.ADAMW_TORCH,
+        TrainingSetup s = new TrainingSetup("8b", LLAMA_8B, new AdapterSpec.Full(), PrecisionRegime.FP32, Optimizer.ADAMW_TORCH,
                 1, 1, 1024, false, new Recipe.Objective.Sft(), Sharding.SINGLE, Devices.gpus(1, 1, 80 * GIB), Kernels.ours(), new ReferenceModel.None());
         ComputeDevice fp32 = ComputeDevice.gpu(H100, PrecisionRegime.FP32, null, null);
         assertEquals(67e12, fp32.peakFlops());
@@ -104,15 +105,15 @@ class TimeModelTest {
     @Test
     void checkpointingDpoAndGrpoAddTheirForwards() {
         AdapterSpec.Lora lora = new AdapterSpec.Lora(8, 16, 0, List.of("q_proj", "v_proj"), false, false, null);
-        TrainingSetup sft = new TrainingSetup("8b", LLAMA_8B, lora, PrecisionRegime.BF16_PURE, Recipe.Optimizer.ADAMW_TORCH, 1, 1, 1024,
+        TrainingSetup sft = new TrainingSetup("8b", LLAMA_8B, lora, PrecisionRegime.BF16_PURE, Optimizer.ADAMW_TORCH, 1, 1, 1024,
                 false, new Recipe.Objective.Sft(), Sharding.SINGLE, Devices.gpus(1, 1, 80 * GIB), Kernels.ours(), new ReferenceModel.None());
         TimeModel.Flops base = TimeModel.flops(sft);
         TimeModel.Flops ckpt = TimeModel.flops(sft.withCheckpointing(true));
         assertTrue(ckpt.perToken() > base.perToken() && ckpt.perToken() < base.perToken() * 1.5);
-        TrainingSetup dpo = new TrainingSetup("8b", LLAMA_8B, lora, PrecisionRegime.BF16_PURE, Recipe.Optimizer.ADAMW_TORCH, 1, 1, 1024,
+        TrainingSetup dpo = new TrainingSetup("8b", LLAMA_8B, lora, PrecisionRegime.BF16_PURE, Optimizer.ADAMW_TORCH, 1, 1, 1024,
                 false, RecipeSetupTest.dpo(), Sharding.SINGLE, Devices.gpus(1, 1, 80 * GIB), Kernels.ours(), ReferenceModel.of(RecipeSetupTest.dpo(), lora, null));
         assertEquals(base.perToken() * 1.5, TimeModel.flops(dpo).perToken(), base.perToken() * 0.01);
-        TrainingSetup grpo = new TrainingSetup("8b", LLAMA_8B, lora, PrecisionRegime.BF16_PURE, Recipe.Optimizer.ADAMW_TORCH, 8, 1, 256,
+        TrainingSetup grpo = new TrainingSetup("8b", LLAMA_8B, lora, PrecisionRegime.BF16_PURE, Optimizer.ADAMW_TORCH, 8, 1, 256,
                 false, RecipeSetupTest.grpo(8, 512, 0.0), Sharding.SINGLE, Devices.gpus(1, 1, 80 * GIB), Kernels.ours(), ReferenceModel.of(RecipeSetupTest.grpo(8, 512, 0.0), lora, null));
         TimeModel.Estimate e = TimeModel.estimate(grpo, ComputeDevice.gpu(H100, grpo.precision(), null, null), 10L, null);
         // Decoding 512 tokens reads the 16 GB of bf16 weights 512 times at 3.35 TB/s: 2.4 s, more than its FLOPs.

@@ -6,6 +6,7 @@ import ai.djl.pytorch.jni.JniUtils;
 import dev.finetune.adapters.lora.LoraFactory;
 import dev.finetune.recipes.AdapterSpec;
 import dev.finetune.recipes.LrScheduler;
+import dev.finetune.recipes.Optimizer;
 import dev.finetune.recipes.Recipe;
 import dev.finetune.recipes.Resume;
 import dev.finetune.recipes.SchedulePlan;
@@ -94,7 +95,7 @@ public final class TrainingBench {
             int total = warmup + timed + (profile != null ? 1 : 0);
             // constant learning rate, no clipping, no eval or checkpoints: only the step itself is measured
             Recipe.Training training = new Recipe.Training(benchShape.seq, false, false, benchShape.seq, false, 1, total, lr,
-                    LrScheduler.CONSTANT, 0, 0, false, 0, null, Recipe.Optimizer.ADAMW_TORCH, 0, 0.9, 0.999, 1e-8, 0,
+                    LrScheduler.CONSTANT, 0, 0, false, 0, null, Optimizer.ADAMW_TORCH, 0, 0.9, 0.999, 1e-8, 0,
                     gradientCheckpointing, SEED, true, null, 3);
             Trainer.Run run = new Trainer.Run(training, new SchedulePlan(1, total, total, total, 0, 0, 0, 1, false),
                     outputDir, 0, new Resume.Fresh(), Map.of(), false);

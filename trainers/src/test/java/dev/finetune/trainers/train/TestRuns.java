@@ -1,6 +1,7 @@
 package dev.finetune.trainers.train;
 
 import dev.finetune.recipes.LrScheduler;
+import dev.finetune.recipes.Optimizer;
 import dev.finetune.recipes.Recipe;
 import dev.finetune.recipes.Resume;
 import dev.finetune.recipes.SchedulePlan;
@@ -70,7 +71,7 @@ public final class TestRuns {
             throw new IllegalStateException("tests set max_steps");
         }
         Recipe.Training training = new Recipe.Training(512, false, false, 512, false, 1, (int) maxSteps, learningRate,
-                scheduler, 0, 0, false, warmupSteps, null, Recipe.Optimizer.ADAMW_TORCH, weightDecay, 0.9, 0.999, 1e-8,
+                scheduler, 0, 0, false, warmupSteps, null, Optimizer.ADAMW_TORCH, weightDecay, 0.9, 0.999, 1e-8,
                 maxGradNorm, checkpointing, seed, stopOnNonFinite, watchdogThreshold, watchdogPatience);
         SchedulePlan schedule = new SchedulePlan(accumulation, microBatchesPerEpoch,
                 Math.max(1, microBatchesPerEpoch / accumulation), maxSteps, warmupSteps, evalEvery, saveEvery, logEvery,

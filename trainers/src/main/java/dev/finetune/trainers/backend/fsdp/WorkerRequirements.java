@@ -1,6 +1,7 @@
 package dev.finetune.trainers.backend.fsdp;
 
 import dev.finetune.recipes.AdapterSpec;
+import dev.finetune.recipes.Optimizer;
 import dev.finetune.recipes.Recipe;
 import dev.finetune.recipes.UserError;
 
@@ -16,9 +17,9 @@ public final class WorkerRequirements {
     private WorkerRequirements() {}
 
     /** The recipe's optimizer, as the worker plan names it. */
-    static Recipe.Optimizer optimizer(Recipe recipe) {
-        Recipe.Optimizer optimizer = recipe.training().optimizer();
-        return optimizer != null ? optimizer : Recipe.Optimizer.ADAMW_TORCH;
+    static Optimizer optimizer(Recipe recipe) {
+        Optimizer optimizer = recipe.training().optimizer();
+        return optimizer != null ? optimizer : Optimizer.ADAMW_TORCH;
     }
 
     /**
@@ -35,7 +36,7 @@ public final class WorkerRequirements {
             requireBitsandbytes("adapter: qlora", environment, python,
                     "or train on the CPU in this JVM (hardware: cpu, backend: single), which runs the same NF4");
         }
-        Recipe.Optimizer optimizer = optimizer(recipe);
+        Optimizer optimizer = optimizer(recipe);
         if (optimizer.bitsAndBytes()) { // the worker's extras.BNB_OPTIMIZERS
             requireBitsandbytes("optimizer: " + optimizer.axolotlName(), environment, python,
                     "or use optimizer: adamw_torch_fused");
