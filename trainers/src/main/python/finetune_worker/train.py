@@ -12,33 +12,15 @@ import json
 import os
 import signal
 import sys
-import threading
 import time
 import traceback
 import warnings
 
 import torch
 
-from finetune_worker import (checkpoints, data, distributed, extras, hf_files, kernels, loading, memory,
-                            objectives, optimizers, precision)
+from finetune_worker import (checkpoints, data, distributed, extras, hf_files, kernels, launcher_link, loading,
+                            memory, objectives, optimizers, precision)
 from finetune_worker import plan as plans
-
-
-class Reporter:
-    """JSON lines on stdout; every line names its rank and host. Rank 0 speaks for the run."""
-
-    def __init__(self, world):
-        self.world = world
-
-    def emit(self, event, everyone=False, **fields):
-        if self.world is not None and self.world.rank != 0 and not everyone:
-            return
-        line = {"event": event}
-        if self.world is not None:
-            line.update(rank=self.world.rank, host=self.world.host)
-        line.update(fields)
-        sys.stdout.write(json.dumps(line) + "\n")
-        sys.stdout.flush()
 
 
 def _flos_parameters(model):
@@ -239,7 +221,7 @@ def run(plan, world, report):
         optimizer.zero_grad(set_to_none=True)
         names = sorted(metric_sums)
         # the stop flag rides on this all-reduce: every rank stops after the same step, as one
-        totals = distributed.sum_all([loss_sum, float(tokens), float(samples), 1.0 if _STOP["signal"] else 0.0]
+        totals = distributed.sum_all([loss_sum, float(tokens), float(samples), 1.0 if launcher_link.stop_requested() else 0.0]
                                      + [metric_sums[n] for n in names], world.device)
         stop = totals[3] > 0
         tokens_seen += int(totals[1])
@@ -321,46 +303,16 @@ def _counting_host_syncs(device, report, step):
     report.emit("host_syncs", step=step + 1, count=len(syncs), first=syncs[:3])
 
 
-def _follow_launcher():
-    """Ends this rank when the launcher's process is gone (killed with SIGKILL, say): the output folder's lock died
-    with it, so a rank that went on writing there could mix its files with the next run's."""
-    launcher = os.environ.get("FINETUNE_LAUNCHER_PID")
-    if not launcher:
-        return
-
-    def watch():
-        while True:
-            time.sleep(1.0)
-            try:
-                os.kill(int(launcher), 0)
-            except ProcessLookupError:
-                sys.stderr.write("the launcher (pid %s) is gone: stopping this rank\n" % launcher)
-                os._exit(1)
-            except OSError:
-                pass  # alive, owned by another user
-
-    threading.Thread(target=watch, name="launcher-watch", daemon=True).start()
-
-
-_STOP = {"signal": None}
-
-
-def _on_stop_request(signum, frame):
-    """SIGUSR1 from the launcher: stop after the current step, with a checkpoint (the flag is read at the step's
-    all-reduce, so every rank stops after the same step)."""
-    _STOP["signal"] = signum
-
-
 def main(plan_path):
     # first of all: the launcher may ask as soon as this rank has reported its pid
-    signal.signal(signal.SIGUSR1, _on_stop_request)
+    launcher_link.listen_for_stop()
     plan = plans.load(plan_path)
-    _follow_launcher()
+    launcher_link.follow_launcher()
     world = None
-    report = Reporter(None)
+    report = launcher_link.Reporter(None)
     try:
         world = distributed.start(plan.parallel.ddp_timeout_seconds)
-        report = Reporter(world)
+        report = launcher_link.Reporter(world)
         # The launcher keeps every rank's pid, so that none outlives a failed run.
         report.emit("rank", everyone=True, pid=os.getpid(), local_rank=world.local_rank)
         if world.device.type == "cpu":
