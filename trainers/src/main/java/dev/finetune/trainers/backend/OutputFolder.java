@@ -1,26 +1,13 @@
 package dev.finetune.trainers.backend;
 
-import com.google.gson.Gson;
-import com.google.gson.GsonBuilder;
 import com.google.gson.JsonObject;
-import com.google.gson.JsonParseException;
-import com.google.gson.JsonParser;
-import dev.finetune.adapters.io.AtomicFiles;
 import dev.finetune.recipes.UserError;
 import dev.finetune.trainers.train.checkpoint.CheckpointStore;
 import dev.finetune.trainers.train.checkpoint.ResumeKeys;
 import java.io.IOException;
 import java.io.UncheckedIOException;
-import java.nio.ByteBuffer;
-import java.nio.channels.FileChannel;
-import java.nio.channels.FileLock;
-import java.nio.channels.OverlappingFileLockException;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
-import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
-import java.nio.file.StandardOpenOption;
-import java.time.Instant;
 import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.LinkedHashMap;
@@ -50,9 +37,9 @@ import java.util.stream.Stream;
 public final class OutputFolder implements AutoCloseable {
     private static final org.apache.logging.log4j.Logger LOG =
             org.apache.logging.log4j.LogManager.getLogger(OutputFolder.class);
-    /** The ownership marker: JSON with {@code recipe_hash} (and the resume keys it hashes, to name changes). */
+    /** The ownership marker ({@link RunMarker}): JSON with {@code recipe_hash} and the resume keys it hashes. */
     public static final String MARKER = "finetune-run.json";
-    /** Held locked for the whole run; its content (the holder's pid) is only for messages. */
+    /** Held locked for the whole run ({@link FolderLock}); its content (the holder's pid) is only for messages. */
     public static final String LOCK = ".finetune.lock";
     /** {@code finetune launch --slurm}'s script, written before the run claims the folder. */
     public static final String SBATCH = "launch.sbatch";
@@ -66,18 +53,15 @@ public final class OutputFolder implements AutoCloseable {
     public static final String WORKER_STATE = "worker_state.json";
 
     private static final List<String> FINAL_WEIGHTS = List.of("adapter_model.safetensors", "model.safetensors");
-    private static final Gson GSON = new GsonBuilder().setPrettyPrinting().disableHtmlEscaping().create();
 
     /** What the run may do with the folder. */
     enum Verdict { FRESH, RESUME, CLEAN }
 
     private final Path folder;
-    private final FileChannel channel;
-    private final FileLock lock;
+    private final FolderLock lock;
 
-    private OutputFolder(Path folder, FileChannel channel, FileLock lock) {
+    private OutputFolder(Path folder, FolderLock lock) {
         this.folder = folder;
-        this.channel = channel;
         this.lock = lock;
     }
 
@@ -108,11 +92,11 @@ public final class OutputFolder implements AutoCloseable {
     public static void check(Path folder, Map<Path, String> inputs, boolean resuming, boolean overwrite) {
         requireNoInput(folder, inputs);
         requireFolder(folder);
-        requireNotLocked(folder);
+        FolderLock.requireFree(folder);
         if (!resuming) {
             List<String> contents = contents(folder);
             if (!contents.isEmpty()) {
-                Map<String, String> owner = ownerKeys(folder);
+                Map<String, String> owner = RunMarker.ownerKeys(folder);
                 if (owner == null) {
                     throw foreign(folder, contents, overwrite);
                 }
@@ -133,75 +117,8 @@ public final class OutputFolder implements AutoCloseable {
         requireNoInput(folder, inputs);
         requireFolder(folder);
         List<String> contents = contents(folder);
-        if (!contents.isEmpty() && ownerKeys(folder) == null) {
+        if (!contents.isEmpty() && RunMarker.ownerKeys(folder) == null) {
             throw foreign(folder, contents, false);
-        }
-    }
-
-    /** Which backend wrote a checkpoint: each resumes only its own kind (their optimizer state differs). */
-    public enum Writer {
-        SINGLE("the single-device trainer (backend: single)", CheckpointStore.STATE),
-        FSDP("the fsdp worker (backend: fsdp)", WORKER_STATE);
-
-        private final String label;
-        private final String stateFile;
-
-        Writer(String label, String stateFile) {
-            this.label = label;
-            this.stateFile = stateFile;
-        }
-
-        /** The writer of a complete checkpoint folder, or null when it is neither backend's. */
-        public static Writer of(Path checkpoint) {
-            for (Writer w : values()) {
-                if (Files.isRegularFile(checkpoint.resolve(w.stateFile))) {
-                    return w;
-                }
-            }
-            return null;
-        }
-
-        public String label() {
-            return label;
-        }
-    }
-
-    /**
-     * Refuses, before anything is written, a resume that {@code writer} cannot continue: the checkpoint named, or
-     * with {@code resume_from_checkpoint: true} the newest complete one of either backend, was written by the other
-     * backend. Starting at step 0 instead would overwrite that run's checkpoints and metrics.
-     */
-    public static void requireResumableBy(Path folder, dev.finetune.recipes.Resume resume, Writer writer) {
-        Path checkpoint = null;
-        if (resume instanceof dev.finetune.recipes.Resume.From from) {
-            Path given = from.folder();
-            checkpoint = given.isAbsolute() || Files.isDirectory(given) ? given : folder.resolve(given);
-        } else if (resume instanceof dev.finetune.recipes.Resume.Newest) {
-            long newest = -1;
-            if (Files.isDirectory(folder)) {
-                try (Stream<Path> children = Files.list(folder)) {
-                    for (Path child : children.toList()) {
-                        String name = child.getFileName().toString();
-                        if (name.matches("checkpoint-\\d{1,18}") && Writer.of(child) != null
-                                && Long.parseLong(name.substring(11)) > newest) {
-                            newest = Long.parseLong(name.substring(11));
-                            checkpoint = child;
-                        }
-                    }
-                } catch (IOException e) {
-                    throw new UserError(folder.toString(), "cannot list output_dir: " + e.getMessage(),
-                            "check the folder's permissions");
-                }
-            }
-        }
-        Writer wrote = checkpoint == null ? null : Writer.of(checkpoint);
-        if (wrote != null && wrote != writer) {
-            Writer other = wrote;
-            throw new UserError(checkpoint.toString(), "this checkpoint was written by " + other.label() + ", and "
-                    + writer.label() + " cannot resume it (the optimizer state and data position are saved in "
-                    + "another form); starting over would overwrite that run's checkpoints",
-                    "resume it with backend: " + (other == Writer.FSDP ? "fsdp" : "single") + " and the same recipe, "
-                            + "or start this run in another output_dir");
         }
     }
 
@@ -212,41 +129,30 @@ public final class OutputFolder implements AutoCloseable {
     public static OutputFolder claim(Claim claim) {
         Path folder = claim.folder();
         verdict(claim); // refuse before writing anything
-        FileChannel channel = null;
+        FolderLock lock = null;
         try {
             Files.createDirectories(folder);
-            channel = FileChannel.open(folder.resolve(LOCK), StandardOpenOption.CREATE, StandardOpenOption.READ,
-                    StandardOpenOption.WRITE);
-            FileLock lock = tryLock(channel);
-            if (lock == null) {
-                throw busy(folder);
-            }
-            channel.truncate(0);
-            channel.write(ByteBuffer.wrap((ProcessHandle.current().pid() + "\n").getBytes(StandardCharsets.UTF_8)));
+            lock = FolderLock.take(folder);
             Verdict verdict = verdict(claim);
             if (verdict == Verdict.CLEAN) {
                 deleteRunFiles(folder);
             } else if (verdict == Verdict.RESUME) {
-                for (String change : ResumeKeys.differences(markerMap(folder, "adjustable"), claim.adjustable())) {
+                for (String change : ResumeKeys.differences(RunMarker.map(folder, "adjustable"), claim.adjustable())) {
                     if (!change.contains("(unset)")) {
                         LOG.warn("warning: resuming with {} (the run continues with the new value)", change);
                     }
                 }
             }
-            writeMarker(folder, claim);
-            OutputFolder claimed = new OutputFolder(folder, channel, lock);
-            channel = null;
+            RunMarker.write(folder, claim);
+            OutputFolder claimed = new OutputFolder(folder, lock);
+            lock = null;
             return claimed;
         } catch (IOException e) {
             throw new UserError(folder.toString(), "cannot use output_dir: " + e.getMessage(),
                     "check that output_dir is writable and the disk has space");
         } finally {
-            if (channel != null) {
-                try {
-                    channel.close();
-                } catch (IOException ignored) {
-                    // closing only releases the lock
-                }
+            if (lock != null) {
+                lock.closeQuietly();
             }
         }
     }
@@ -258,12 +164,7 @@ public final class OutputFolder implements AutoCloseable {
     /** Releases the lock (the kernel does it anyway when the process ends). */
     @Override
     public void close() {
-        try {
-            lock.release();
-            channel.close();
-        } catch (IOException e) {
-            throw new UncheckedIOException(e);
-        }
+        lock.close();
     }
 
     /** What the run may do with the folder, or a refusal; reads only. */
@@ -275,7 +176,7 @@ public final class OutputFolder implements AutoCloseable {
         if (contents.isEmpty()) {
             return Verdict.FRESH;
         }
-        Map<String, String> owner = ownerKeys(folder);
+        Map<String, String> owner = RunMarker.ownerKeys(folder);
         if (claim.resuming()) {
             if (owner != null && claim.hash().equals(ResumeKeys.hash(owner))) {
                 return Verdict.RESUME;
@@ -308,7 +209,7 @@ public final class OutputFolder implements AutoCloseable {
      * what is not a run's own file is the user's, and is never deleted.
      */
     private static void requireOnlyRunFiles(Path folder) {
-        List<String> entries = runEntries(folder);
+        List<String> entries = RunMarker.runEntries(folder);
         List<String> others = contents(folder).stream().filter(name -> !RunLayout.owns(entries, name)).toList();
         if (!others.isEmpty()) {
             throw new UserError(folder.toString(), "output_dir holds files the run recorded in " + MARKER
@@ -323,47 +224,6 @@ public final class OutputFolder implements AutoCloseable {
                 .map(n -> Files.isDirectory(folder.resolve(n), java.nio.file.LinkOption.NOFOLLOW_LINKS) ? n + "/" : n)
                 .toList();
         return String.join(", ", marked) + (names.size() > 8 ? ", … (" + names.size() + " entries)" : "");
-    }
-
-    /** The marker's text, bounded (a marker is a few KiB; someone else's file in its place may be anything). */
-    private static String markerText(Path folder) throws IOException {
-        Path marker = folder.resolve(MARKER);
-        if (!Files.exists(marker, java.nio.file.LinkOption.NOFOLLOW_LINKS)) {
-            throw new NoSuchFileException(marker.toString());
-        }
-        return dev.finetune.recipes.BoundedFiles.readText(marker, dev.finetune.recipes.BoundedFiles.CONFIG_BYTES,
-                "the ownership marker");
-    }
-
-    /** A string map of the marker, empty when it has none. */
-    private static Map<String, String> markerMap(Path folder, String field) {
-        Map<String, String> values = new TreeMap<>();
-        try {
-            JsonObject json = JsonParser.parseString(markerText(folder))
-                    .getAsJsonObject();
-            if (json.has(field)) {
-                json.getAsJsonObject(field).entrySet().forEach(e -> values.put(e.getKey(), e.getValue().getAsString()));
-            }
-        } catch (IOException | RuntimeException e) {
-            // an unreadable marker was refused before this is asked
-        }
-        return values;
-    }
-
-    /** The marker's list of what its run writes; a marker written before the list existed: this build's list. */
-    private static List<String> runEntries(Path folder) {
-        try {
-            JsonObject json = JsonParser.parseString(markerText(folder))
-                    .getAsJsonObject();
-            if (!json.has("run_files")) {
-                return RunLayout.entries();
-            }
-            List<String> entries = new ArrayList<>();
-            json.getAsJsonArray("run_files").forEach(e -> entries.add(e.getAsString()));
-            return entries;
-        } catch (IOException | RuntimeException e) {
-            return List.of(); // unreadable: nothing in the folder is provably the run's
-        }
     }
 
     /** A checkpoint or final weights: what a run must not silently replace or mix with its own. */
@@ -399,17 +259,6 @@ public final class OutputFolder implements AutoCloseable {
                 + shown(folder, contents) + ")" + (overwrite ? "; overwrite_output_dir deletes only files a finetune "
                 + "run recorded as its own (" + MARKER + "), and there is no such record here" : ""),
                 "choose a new or empty folder for output_dir");
-    }
-
-    private static UserError busy(Path folder) {
-        String holder = "";
-        try {
-            holder = Files.readString(folder.resolve(LOCK), StandardCharsets.UTF_8).strip();
-        } catch (IOException ignored) {
-            // the pid is only for the message
-        }
-        return new UserError(folder.toString(), "another finetune run" + (holder.matches("\\d+") ? " (pid " + holder
-                + ")" : "") + " is writing to this output_dir", "wait for it to finish, or choose another output_dir");
     }
 
     private static void requireFolder(Path folder) {
@@ -452,30 +301,6 @@ public final class OutputFolder implements AutoCloseable {
         }
     }
 
-    private static void requireNotLocked(Path folder) {
-        Path file = folder.resolve(LOCK);
-        if (!Files.isRegularFile(file)) {
-            return;
-        }
-        try (FileChannel channel = FileChannel.open(file, StandardOpenOption.WRITE)) {
-            FileLock lock = tryLock(channel);
-            if (lock == null) {
-                throw busy(folder);
-            }
-            lock.release();
-        } catch (IOException e) {
-            // unreadable lock file: the claim reports it when it opens the file itself
-        }
-    }
-
-    private static FileLock tryLock(FileChannel channel) throws IOException {
-        try {
-            return channel.tryLock();
-        } catch (OverlappingFileLockException e) {
-            return null; // this JVM already runs into this folder
-        }
-    }
-
     /** The folder's entries but the lock file and the preprocess cache, sorted; none when it does not exist. */
     private static List<String> contents(Path folder) {
         if (!Files.isDirectory(folder)) {
@@ -487,36 +312,6 @@ public final class OutputFolder implements AutoCloseable {
             throw new UserError(folder.toString(), "cannot list output_dir: " + e.getMessage(),
                     "check the folder's permissions");
         }
-    }
-
-    /** The resume keys of the run that owns the folder, or {@code null} when no readable marker is there. */
-    static Map<String, String> ownerKeys(Path folder) {
-        Path marker = folder.resolve(MARKER);
-        try {
-            JsonObject json = JsonParser.parseString(markerText(folder)).getAsJsonObject();
-            Map<String, String> keys = new TreeMap<>();
-            json.getAsJsonObject("resume_keys").entrySet().forEach(e -> keys.put(e.getKey(), e.getValue().getAsString()));
-            return keys;
-        } catch (NoSuchFileException e) {
-            return null;
-        } catch (IOException | JsonParseException | IllegalStateException | ClassCastException
-                | UnsupportedOperationException | NullPointerException e) {
-            throw new UserError(marker.toString(), "the ownership marker is unreadable (" + e.getMessage() + ")",
-                    "choose another output_dir, or set overwrite_output_dir=true to start this folder over");
-        }
-    }
-
-    private static void writeMarker(Path folder, Claim claim) throws IOException {
-        Map<String, Object> marker = new LinkedHashMap<>();
-        marker.put("recipe_hash", claim.hash());
-        marker.put("resume_keys", claim.resumeKeys());
-        marker.put("adjustable", claim.adjustable());
-        marker.put("claimed_at", Instant.now().toString());
-        marker.put("pid", ProcessHandle.current().pid());
-        marker.put("provenance", claim.provenance());
-        // what overwrite_output_dir may delete later: this run's files, never anything else in the folder
-        marker.put("run_files", RunLayout.entries());
-        AtomicFiles.writeString(folder.resolve(MARKER), GSON.toJson(marker) + "\n");
     }
 
     /**
@@ -546,7 +341,7 @@ public final class OutputFolder implements AutoCloseable {
      * the lock and the preprocess cache; links are removed, never followed.
      */
     private static void deleteRunFiles(Path folder) throws IOException {
-        List<String> entries = runEntries(folder);
+        List<String> entries = RunMarker.runEntries(folder);
         List<Path> children;
         try (Stream<Path> listing = Files.list(folder)) {
             children = listing.filter(p -> !kept(p) && RunLayout.owns(entries, p.getFileName().toString())).toList();

@@ -69,8 +69,7 @@ public final class SingleDeviceBackend {
         // the quick answer about output_dir, before data and model are loaded; claimOutput checks again under its lock
         OutputFolder.check(Path.of(recipe.output().outputDir()), inputs(validated), resuming(recipe),
                 recipe.output().overwriteOutputDir());
-        OutputFolder.requireResumableBy(Path.of(recipe.output().outputDir()), recipe.output().resume(),
-                OutputFolder.Writer.SINGLE);
+        CheckpointWriter.SINGLE.requireCanResume(Path.of(recipe.output().outputDir()), recipe.output().resume());
         // what this trainer refuses (optimizers, model families) validate refused already: RunChecks
         for (String setting : notActedOn(recipe)) {
             LOG.warn("{} (the single-device trainer does not act on it yet)", setting);

@@ -6,6 +6,7 @@ import dev.finetune.recipes.ReferenceModel;
 import dev.finetune.recipes.UserError;
 import dev.finetune.recipes.ValidatedRecipe;
 import dev.finetune.recipes.plan.RunPlan;
+import dev.finetune.trainers.backend.CheckpointWriter;
 import dev.finetune.trainers.backend.OutputFolder;
 import dev.finetune.trainers.backend.Provenance;
 import dev.finetune.trainers.backend.RunFiles;
@@ -122,7 +123,7 @@ public final class FsdpBackend {
         if (owner) {
             OutputFolder.check(outputDir, SingleDeviceBackend.inputs(validated), SingleDeviceBackend.resuming(recipe),
                     recipe.output().overwriteOutputDir());
-            OutputFolder.requireResumableBy(outputDir, recipe.output().resume(), OutputFolder.Writer.FSDP);
+            CheckpointWriter.FSDP.requireCanResume(outputDir, recipe.output().resume());
             // a checkpoint that cannot be resumed is refused before preprocess and the claim write anything
             resumeFrom = WorkerCheckpoints.resumeFolder(recipe.output().resume(), outputDir,
                     folder -> WorkerPython.checkpointProblem(python, folder));
