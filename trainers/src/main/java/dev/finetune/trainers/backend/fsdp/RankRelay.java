@@ -40,7 +40,8 @@ final class RankRelay {
     /** torchrun prints a rank's stdout and its stderr under the same header, so each stream is joined apart. */
     private final TeeLines stdoutTee = new TeeLines();
     private final TeeLines stderrTee = new TeeLines();
-    private java.io.BufferedWriter directLog;
+    /** Only for a direct launch: torchrun's --tee keeps the ranks' logs otherwise. */
+    private final DirectWorkerLog directLog;
     private MetricsLog metrics;
     private LogWindow window;
     private long totalSteps;
@@ -53,14 +54,10 @@ final class RankRelay {
     private double lastLoss = Double.NaN;
     private double firstEval = Double.NaN;
     private double lastEval = Double.NaN;
-    private String error;
-    private String torchrunFailure;
-    private String killed;
-    private String killedRank;
+    private final FailureCause failure = new FailureCause();
     private boolean done;
     private volatile boolean stopRequested;
     private Stopped stoppedAt;
-    private String failedRank;
     /** This run's share of the summary (a resumed run counts from its resume step), as the JVM trainer sums it. */
     private long startedAt;
     private long lastStepAt;
@@ -77,6 +74,7 @@ final class RankRelay {
         this.schedule = schedule;
         this.launch = launch;
         this.settings = settings;
+        this.directLog = launch.direct() ? new DirectWorkerLog(outputDir) : null;
         String name;
         try {
             name = InetAddress.getLocalHost().getHostName();
@@ -98,28 +96,9 @@ final class RankRelay {
         stderrTee.accept(raw).forEach(this::relay);
     }
 
-    /**
-     * The one worker process of a direct launch into {@code worker/logs/rank0.log}, as torchrun's {@code --tee}
-     * keeps each rank's output: the failure message points there.
-     */
     private void keep(String raw) {
-        if (!launch.direct()) {
-            return;
-        }
-        try {
-            if (directLog == null) {
-                Path logs = outputDir.resolve(WorkerPlan.FOLDER).resolve("logs");
-                java.nio.file.Files.createDirectories(logs);
-                directLog = java.nio.file.Files.newBufferedWriter(logs.resolve("rank0.log"),
-                        java.nio.charset.StandardCharsets.UTF_8, java.nio.file.StandardOpenOption.CREATE,
-                        java.nio.file.StandardOpenOption.APPEND);
-            }
+        if (directLog != null) {
             directLog.write(raw);
-            directLog.newLine();
-            directLog.flush();
-        } catch (IOException e) {
-            // the log is a convenience: the lines are still relayed
-            directLog = null;
         }
     }
 
@@ -136,7 +115,7 @@ final class RankRelay {
                 return;
             }
         }
-        torchrunSummary(text);
+        failure.torchrunLine(text);
         if (!text.isBlank() && !noise(text)) {
             settings.out().println("[" + who + "] " + text);
             settings.out().flush();
@@ -148,49 +127,9 @@ final class RankRelay {
                 || text.contains("Setting OMP_NUM_THREADS environment variable");
     }
 
-    /**
-     * The root cause first: a rank that died of a signal torchrun did not send (a kill, an out-of-memory kill) and
-     * said nothing, else the first rank that reported an error (the others' errors are usually their peers
-     * vanishing), else what torchrun says.
-     */
+    /** The run's one-line failure, root cause first ({@link FailureCause}). */
     String why(int exitCode) {
-        if (killed != null && (error == null || !error.startsWith("rank " + killedRank + " "))) {
-            return killed + (error != null ? " (then " + error + ")" : "");
-        }
-        if (error != null) {
-            return error;
-        }
-        if (launch.direct()) {
-            // no torchrun in between: the worker's own exit status (128 + N: killed by signal N)
-            return exitCode > 128 ? "rank 0 " + host + " was killed by signal " + (exitCode - 128)
-                    + (exitCode - 128 == 9 ? " (SIGKILL: out of memory, or killed from outside)" : "")
-                    : "the worker exited with " + exitCode + " before the run finished";
-        }
-        return torchrunFailure != null ? torchrunFailure
-                : "torchrun exited with " + exitCode + " before the run finished";
-    }
-
-    /**
-     * torchrun's failure summary lists every failed rank with its exit code or signal. The ranks torchrun itself
-     * stopped end with SIGTERM; the one that failed first is any other (its timestamps are whole seconds, so
-     * torchrun's own "root cause" can name a rank it stopped).
-     */
-    private void torchrunSummary(String text) {
-        String t = text.strip();
-        if (t.startsWith("rank ") && t.contains("local_rank")) {
-            failedRank = t.substring(t.indexOf(':') + 1).strip();
-        } else if (t.startsWith("exitcode  :") && failedRank != null) {
-            String exit = t.substring("exitcode  :".length()).strip();
-            String failure = "rank " + failedRank.replaceAll("\\s*\\(local_rank.*\\)", "") + " exited with "
-                    + exit.replaceAll("\\(pid: \\d+\\)\\s*", "").strip();
-            if (torchrunFailure == null) {
-                torchrunFailure = failure;
-            }
-            if (killed == null && exit.startsWith("-") && !exit.contains("SIGTERM")) {
-                killed = failure;
-                killedRank = failedRank.replaceAll("\\s*\\(local_rank.*\\)", "");
-            }
-        }
+        return failure.why(exitCode, launch.direct(), host);
     }
 
     private static JsonObject parse(String text) {
@@ -273,9 +212,7 @@ final class RankRelay {
                 String message = event.get("message").getAsString();
                 // the whole traceback is printed below; the run's one-line error keeps to the point
                 message = message.length() > 400 ? message.substring(0, 400) + " ..." : message;
-                if (error == null) {
-                    error = who + " failed: " + message;
-                }
+                failure.report(who + " failed: " + message);
                 out.println("[" + who + "] " + event.get("traceback").getAsString().strip()
                         .replace("\n", "\n[" + who + "] "));
             }
@@ -293,9 +230,10 @@ final class RankRelay {
         }
         // The worker reports every step; logging_steps folds them here, as the JVM trainer's loop does.
         Map<String, Object> logged = window == null ? line : window.add(at, totalSteps, line);
-        if (metrics == null && launch.nodeRank() == 0 && error == null) {
+        if (metrics == null && launch.nodeRank() == 0) {
             // never quietly: a run whose metrics.jsonl misses steps looks finished and is not
-            error = "worker: step " + at + " reported before the run's start event, so metrics.jsonl would miss it";
+            failure.report("worker: step " + at + " reported before the run's start event, so metrics.jsonl would "
+                    + "miss it");
         }
         if (metrics != null && logged != null) {
             metrics.write(logged);
@@ -403,7 +341,7 @@ final class RankRelay {
 
     /** A rank reported an error, or the run never said it finished. */
     boolean failed() {
-        return error != null || !done;
+        return failure.reported() || !done;
     }
 
     FsdpBackend.Result result() {
@@ -414,11 +352,7 @@ final class RankRelay {
         stdoutTee.rest().forEach(this::relay);
         stderrTee.rest().forEach(this::relay);
         if (directLog != null) {
-            try {
-                directLog.close();
-            } catch (IOException e) {
-                // nothing left to lose: every line was flushed as it came
-            }
+            directLog.close();
         }
         if (progress != null) {
             progress.close();
@@ -428,9 +362,7 @@ final class RankRelay {
                 metrics.close();
             } catch (RuntimeException e) {
                 // the run's own error, if any, is the one to report; else this one fails the run
-                if (error == null) {
-                    error = e.getMessage();
-                }
+                failure.report(e.getMessage());
             }
         }
     }
