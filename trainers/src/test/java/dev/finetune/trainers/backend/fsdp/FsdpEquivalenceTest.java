@@ -31,39 +31,12 @@ import org.junit.jupiter.api.io.TempDir;
 class FsdpEquivalenceTest {
     private static final double TOLERANCE = 1e-4;
 
-    private static String sft(Path dir, String adapter) {
-        return """
-                base_model: %s
-                datasets:
-                  - path: %s
-                    type: completion
-                val_set_size: 0.05
-                output_dir: %s
-                %s
-                sequence_len: 128
-                sample_packing: true
-                micro_batch_size: 2
-                gradient_accumulation_steps: 2
-                max_steps: 10
-                learning_rate: 3e-3
-                lr_scheduler: cosine
-                warmup_steps: 2
-                weight_decay: 0.01
-                max_grad_norm: 1.0
-                eval_steps: 5
-                save_steps: 5
-                seed: 7
-                hardware: cpu
-                """.formatted(WorkerEnvironment.stories260K(), WorkerEnvironment.data("quickstart.jsonl"),
-                dir, adapter);
+    /** 10 steps with weight decay and clipping on; a checkpoint at step 5, where the resumes start. */
+    private static String sft(Path dir, boolean lora) {
+        StoriesRecipe recipe = StoriesRecipe.sft().set("max_steps", 10).set("learning_rate", "3e-3")
+                .set("weight_decay", "0.01").set("max_grad_norm", "1.0").set("eval_steps", 5).set("save_steps", 5);
+        return (lora ? recipe.lora() : recipe).yaml(dir);
     }
-
-    private static final String LORA = """
-            adapter: lora
-            lora_r: 8
-            lora_alpha: 16
-            lora_dropout: 0.0
-            lora_target_linear: true""";
 
     private static double compare(String what, Path jvm, Path one, Path two) {
         double worst = 0;
@@ -83,11 +56,11 @@ class FsdpEquivalenceTest {
     void loraSftMatchesTheJvmTrainerSurvivesAKilledRankReshardsAndContinuesAsDpo(@TempDir Path tmp)
             throws IOException {
         WorkerEnvironment.python();
-        ValidatedRecipe jvmRecipe = FsdpRuns.recipe(tmp, "jvm", sft(tmp.resolve("jvm"), LORA));
-        ValidatedRecipe one = FsdpRuns.recipe(tmp, "one", sft(tmp.resolve("one"), LORA));
-        ValidatedRecipe two = FsdpRuns.recipe(tmp, "two", sft(tmp.resolve("two"), LORA), "gradient_accumulation_steps=1");
+        ValidatedRecipe jvmRecipe = FsdpRuns.recipe(tmp, "jvm", sft(tmp.resolve("jvm"), true));
+        ValidatedRecipe one = FsdpRuns.recipe(tmp, "one", sft(tmp.resolve("one"), true));
+        ValidatedRecipe two = FsdpRuns.recipe(tmp, "two", sft(tmp.resolve("two"), true), "gradient_accumulation_steps=1");
         Path killedDir = tmp.resolve("killed");
-        ValidatedRecipe killed = FsdpRuns.recipe(tmp, "killed", sft(killedDir, LORA), "gradient_accumulation_steps=1");
+        ValidatedRecipe killed = FsdpRuns.recipe(tmp, "killed", sft(killedDir, true), "gradient_accumulation_steps=1");
         // the four runs that start from nothing overlap; the resumes and the DPO runs below start from their files
         CompletableFuture<Path> jvmRun = FsdpRuns.start(() -> FsdpRuns.jvm(jvmRecipe));
         CompletableFuture<FsdpBackend.Result> oneRun = FsdpRuns.start(() -> FsdpRuns.fsdp(one, 1));
@@ -108,13 +81,13 @@ class FsdpEquivalenceTest {
         assertEquals(2, result.rankPeaks().size());
 
         // Resume the world-size-2 checkpoint on one rank (2 -> 1): the loss sequence continues as uninterrupted.
-        ValidatedRecipe resumed = FsdpRuns.recipe(tmp, "resumed", sft(killedDir, LORA), "resume_from_checkpoint=true");
+        ValidatedRecipe resumed = FsdpRuns.recipe(tmp, "resumed", sft(killedDir, true), "resume_from_checkpoint=true");
         ByteArrayOutputStream resumeLog = new ByteArrayOutputStream();
         CompletableFuture<FsdpBackend.Result> resumedRun = FsdpRuns.start(() -> FsdpRuns.fsdp(resumed, 1, Map.of(),
                 resumeLog));
         // And the world-size-1 checkpoint on two ranks (1 -> 2).
         Path widened = tmp.resolve("widened");
-        ValidatedRecipe wider = FsdpRuns.recipe(tmp, "widened", sft(widened, LORA), "gradient_accumulation_steps=1",
+        ValidatedRecipe wider = FsdpRuns.recipe(tmp, "widened", sft(widened, true), "gradient_accumulation_steps=1",
                 "resume_from_checkpoint=" + tmp.resolve("one").resolve("checkpoint-5"));
         ByteArrayOutputStream widenLog = new ByteArrayOutputStream();
         CompletableFuture<FsdpBackend.Result> widenedRun = FsdpRuns.start(() -> FsdpRuns.fsdp(wider, 2, Map.of(),
@@ -205,39 +178,18 @@ class FsdpEquivalenceTest {
     @Test
     void fullSftMatchesTheJvmTrainer(@TempDir Path tmp) throws IOException {
         WorkerEnvironment.python();
-        Path jvm = threeWays(tmp, dir -> sft(dir, ""), "learning_rate=1e-3");
+        Path jvm = threeWays(tmp, dir -> sft(dir, false), "learning_rate=1e-3");
         assertTrue(compare("full-sft", jvm, tmp.resolve("one"), tmp.resolve("two")) <= TOLERANCE);
         assertTrue(Files.isRegularFile(tmp.resolve("two").resolve("model.safetensors")));
     }
 
     private static String dpo(Path dir) {
-        return dpo(dir, LORA);
+        return dpo(dir, true);
     }
 
-    private static String dpo(Path dir, String adapter) {
-        return """
-                base_model: %s
-                rl: dpo
-                rl_beta: 0.1
-                datasets:
-                  - path: %s
-                    type: passthrough
-                val_set_size: 0.2
-                output_dir: %s
-                %s
-                sequence_len: 128
-                micro_batch_size: 2
-                gradient_accumulation_steps: 2
-                max_steps: 10
-                learning_rate: 1e-3
-                lr_scheduler: cosine
-                warmup_steps: 2
-                eval_steps: 5
-                save_steps: 10
-                seed: 7
-                hardware: cpu
-                """.formatted(WorkerEnvironment.stories260K(), WorkerEnvironment.data("quickstart-dpo.jsonl"), dir,
-                adapter);
+    private static String dpo(Path dir, boolean lora) {
+        StoriesRecipe recipe = StoriesRecipe.dpo().set("max_steps", 10).set("eval_steps", 5).set("save_steps", 10);
+        return (lora ? recipe.lora() : recipe).yaml(dir);
     }
 
     @Test
@@ -255,7 +207,7 @@ class FsdpEquivalenceTest {
     @Test
     void fullDpoMatchesTheJvmTrainer(@TempDir Path tmp) throws IOException {
         WorkerEnvironment.python();
-        Path jvm = threeWays(tmp, dir -> dpo(dir, ""));
+        Path jvm = threeWays(tmp, dir -> dpo(dir, false));
         assertTrue(compare("full-dpo", jvm, tmp.resolve("one"), tmp.resolve("two")) <= TOLERANCE);
         assertTrue(Files.isRegularFile(tmp.resolve("two").resolve("model.safetensors")));
     }

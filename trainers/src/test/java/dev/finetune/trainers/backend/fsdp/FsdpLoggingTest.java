@@ -26,35 +26,12 @@ class FsdpLoggingTest {
     @Test
     void theWorkersStepsAreLoggedEveryLoggingStepsAsOnTheJvm(@TempDir Path tmp) throws IOException {
         WorkerEnvironment.python();
-        String yaml = """
-                base_model: %s
-                datasets:
-                  - path: %s
-                    type: completion
-                val_set_size: 0.05
-                output_dir: %s
-                sequence_len: 128
-                sample_packing: true
-                micro_batch_size: 2
-                gradient_accumulation_steps: 2
-                max_steps: 7
-                learning_rate: 1e-3
-                lr_scheduler: cosine
-                warmup_steps: 2
-                eval_steps: 5
-                save_steps: 7
-                logging_steps: 3
-                use_tensorboard: true
-                seed: 7
-                hardware: cpu
-                """;
-        Path data = WorkerEnvironment.data("quickstart.jsonl");
-        Path jvm = FsdpRuns.jvm(FsdpRuns.recipe(tmp, "jvm",
-                yaml.formatted(WorkerEnvironment.stories260K(), data, tmp.resolve("jvm"))));
+        StoriesRecipe recipe = StoriesRecipe.sft().set("max_steps", 7).set("learning_rate", "1e-3").set("eval_steps", 5)
+                .set("save_steps", 7).set("logging_steps", 3).set("use_tensorboard", true);
+        Path jvm = FsdpRuns.jvm(recipe.load(tmp, "jvm"));
         // two ranks, one micro batch each per step: the JVM run's global batch of 2 x 2
         Path worker = tmp.resolve("two");
-        FsdpRuns.fsdp(FsdpRuns.recipe(tmp, "two", yaml.formatted(WorkerEnvironment.stories260K(), data, worker),
-                "gradient_accumulation_steps=1"), 2);
+        FsdpRuns.fsdp(recipe.load(tmp, "two", "gradient_accumulation_steps=1"), 2);
         Map<Long, Double> workerLoss = FsdpRuns.series(worker, "loss");
         assertEquals(List.of(3L, 5L, 6L, 7L), List.copyOf(workerLoss.keySet()),
                 "every third step, the evaluated step 5 and the last");

@@ -24,64 +24,16 @@ import org.junit.jupiter.api.io.TempDir;
  */
 class OneProcessWorkerTest {
     private static final double TOLERANCE = 1e-4;
-    private static final String LORA = """
-            adapter: lora
-            lora_r: 8
-            lora_alpha: 16
-            lora_dropout: 0.0
-            lora_target_linear: true""";
 
-    private static String sft(Path dir, String adapter, String learningRate) {
-        return """
-                base_model: %s
-                datasets:
-                  - path: %s
-                    type: completion
-                val_set_size: 0.05
-                output_dir: %s
-                %s
-                sequence_len: 128
-                sample_packing: true
-                micro_batch_size: 2
-                gradient_accumulation_steps: 2
-                max_steps: 20
-                learning_rate: %s
-                lr_scheduler: cosine
-                warmup_steps: 2
-                weight_decay: 0.01
-                max_grad_norm: 1.0
-                eval_steps: 10
-                save_steps: 20
-                seed: 7
-                hardware: cpu
-                """.formatted(WorkerEnvironment.stories260K(), WorkerEnvironment.data("quickstart.jsonl"), dir,
-                adapter, learningRate);
+    /** 20 steps with weight decay and clipping on, so both trainers' handling of them is compared. */
+    private static String sft(Path dir, boolean lora, String learningRate) {
+        StoriesRecipe recipe = StoriesRecipe.sft().set("max_steps", 20).set("learning_rate", learningRate)
+                .set("weight_decay", "0.01").set("max_grad_norm", "1.0").set("eval_steps", 10).set("save_steps", 20);
+        return (lora ? recipe.lora() : recipe).yaml(dir);
     }
 
     private static String dpo(Path dir) {
-        return """
-                base_model: %s
-                rl: dpo
-                rl_beta: 0.1
-                datasets:
-                  - path: %s
-                    type: passthrough
-                val_set_size: 0.2
-                output_dir: %s
-                %s
-                sequence_len: 128
-                micro_batch_size: 2
-                gradient_accumulation_steps: 2
-                max_steps: 20
-                learning_rate: 1e-3
-                lr_scheduler: cosine
-                warmup_steps: 2
-                eval_steps: 10
-                save_steps: 20
-                seed: 7
-                hardware: cpu
-                """.formatted(WorkerEnvironment.stories260K(), WorkerEnvironment.data("quickstart-dpo.jsonl"), dir,
-                LORA);
+        return StoriesRecipe.dpo().lora().set("max_steps", 20).set("eval_steps", 10).set("save_steps", 20).yaml(dir);
     }
 
     private record Case(String name, ValidatedRecipe jvm, ValidatedRecipe worker, Path jvmDir, Path workerDir) {}
@@ -96,8 +48,8 @@ class OneProcessWorkerTest {
     void loraFullAndDpoLossesEqualTheJvmTrainersOver20Steps(@TempDir Path tmp) throws IOException {
         WorkerEnvironment.python();
         List<Case> cases = List.of(
-                of(tmp, "lora-sft", dir -> sft(dir, LORA, "3e-3")),
-                of(tmp, "full-sft", dir -> sft(dir, "", "1e-3")),
+                of(tmp, "lora-sft", dir -> sft(dir, true, "3e-3")),
+                of(tmp, "full-sft", dir -> sft(dir, false, "1e-3")),
                 of(tmp, "lora-dpo", OneProcessWorkerTest::dpo));
         // the worker processes overlap; the JVM trainer runs one run at a time (one gradient collector per JVM)
         List<CompletableFuture<String>> workers = cases.stream().map(c -> FsdpRuns.start(() -> {
