@@ -7,6 +7,8 @@ sequences can be compared step by step.
 import torch
 import torch.nn.functional as F
 
+from finetune_worker import plan
+
 
 class Sft:
     name = "sft"
@@ -38,8 +40,8 @@ class Dpo:
     """
 
     name = "dpo"
-    # the loss types the worker implements, reported to the launcher (``capabilities``), which refuses the others
-    TYPES = ("sigmoid", "hinge", "ipo", "sigmoid_norm")
+    # the loss types the worker implements, as capabilities.json declares them: the launcher refuses the others
+    TYPES = tuple(plan.DECLARED["dpo_loss_types"])
 
     def __init__(self, settings, reference, lora, kernels):
         """``settings``: the plan's DPO section; ``reference``: the launcher's resolved reference model."""
@@ -94,7 +96,10 @@ class Dpo:
         per_token = c / lengths[:pairs] - r / lengths[pairs:]
         if kind == "ipo":
             return (per_token - 1 / (2 * self.beta)) ** 2
-        return F.softplus(-per_token * self.beta)  # sigmoid_norm
+        if kind == "sigmoid_norm":
+            return F.softplus(-per_token * self.beta)
+        # a type declared in capabilities.json without its arm here must fail, never train as another loss
+        raise ValueError("the worker declares dpo_loss_type %s but has no arm for it" % kind)
 
     def loss(self, model, batch):
         reference = self.reference_of(model, batch).to(batch.ids.device)

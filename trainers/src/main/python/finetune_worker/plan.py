@@ -12,6 +12,7 @@ component in ``WorkerPlanFile.java``.
 
 import dataclasses
 import json
+import os
 import sys
 import typing
 from typing import Optional, Tuple
@@ -175,8 +176,19 @@ class Plan:
     output: Output
 
 
-# The worker's closed vocabularies; the launcher asks for them (``capabilities``) instead of keeping a copy.
-OBJECTIVES = ("sft", "dpo", "grpo")
+
+
+def _declared():
+    """capabilities.json: what this worker implements, declared once beside its code. The launcher's validation reads
+    the same file (a copy of it ships in its recipes jar), so ``validate`` refuses what the worker lacks without starting
+    Python."""
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "capabilities.json"), encoding="utf-8") as f:
+        return json.load(f)
+
+
+DECLARED = _declared()
+# The worker's closed vocabularies; the launcher reads them from capabilities.json instead of keeping a copy.
+OBJECTIVES = tuple(DECLARED["objectives"])
 REFERENCES = ("none", "adapter_disabled", "frozen_adapter", "starting_weights")
 COMPUTE_DTYPES = ("float32", "bfloat16")
 

@@ -30,10 +30,13 @@ final class TextReport {
             if (v.fragment()) {
                 out.println("fragment: " + v.recipe() + " (skipped: " + RecipeFiles.FRAGMENT_MARKER + ")");
             } else if (v.valid()) {
-                out.println("valid: " + v.recipe());
                 if (single) {
+                    out.println("valid: " + v.recipe());
                     out.print(v.validated().describe());
-                    out.print(v.validated().describeRun());
+                    out.print(v.validated().leftToTheRun());
+                } else {
+                    // which trainer would run each one: a folder's verdicts differ by it (a refusal names it too)
+                    out.println("valid: " + v.recipe() + " (" + v.validated().run().summary() + ")");
                 }
             } else if (!single) {
                 out.println("invalid: " + v.recipe() + " (" + v.errors() + " error" + (v.errors() == 1 ? "" : "s") + ")");

@@ -84,7 +84,9 @@ class ValidateManyTest {
         Path recipes = repository(dir);
         InProcess.Run run = InProcess.finetune("validate", recipes.toString());
         assertEquals(2, run.exit(), run.out() + run.err());
-        assertTrue(run.out().contains("valid: " + recipes.resolve("lora.yaml")), run.out());
+        // each valid recipe names the trainer that would run it (here this machine's CPU, no hardware: declared)
+        assertTrue(run.out().contains("valid: " + recipes.resolve("lora.yaml")
+                + " (single-device trainer (this JVM) on CPU, 1 rank)"), run.out());
         assertTrue(run.out().contains("valid: " + recipes.resolve("full/full.yml")), run.out());
         assertTrue(run.out().contains("invalid: " + recipes.resolve("typo.yaml") + " (2 errors)"), run.out());
         assertTrue(run.out().contains("fragment: " + recipes.resolve("common.yaml")), run.out());

@@ -30,4 +30,27 @@ public final class ChatTemplateNames {
             "gemma3n", "gemma4", "gemma4_unified", "command_a", "command_a_tool_use", "command_a_rag", "aya");
 
     private ChatTemplateNames() {}
+
+    /**
+     * Whether the trainers can render the template a {@code chat_template} names: the model's own, a text of the
+     * recipe's, a template finetune ships (by name or alias), or the model's own falling back to one it ships.
+     */
+    public static boolean renderable(String name) {
+        String template = name.startsWith(FALLBACK_PREFIX) ? name.substring(FALLBACK_PREFIX.length()) : name;
+        return name.equals(TOKENIZER_DEFAULT) || name.equals(JINJA) || SHIPPED.contains(template)
+                || ALIASES.containsKey(template);
+    }
+
+    /**
+     * The error for a {@code chat_template} that is a name of Axolotl's but not one finetune ships: validate says it,
+     * where the run would only find it while rendering the first conversation.
+     */
+    static void refuseUnshipped(String name, Object where, Problems problems) {
+        if (name != null && !renderable(name)) {
+            problems.invalid.add("chat_template");
+            problems.error(where, "chat_template " + name + " is unsupported: finetune ships " + String.join(", ", SHIPPED)
+                    + " (and the model's own, tokenizer_default)", "use one of those, or give the template's text in "
+                    + "chat_template_jinja (chat_template: jinja)");
+        }
+    }
 }

@@ -157,6 +157,7 @@ final class DataSection {
         String chatTemplateJinja = r.string("chat_template_jinja", null);
         // Axolotl's rule for the recipe-wide pair, per dataset: a template text of its own means chat_template: jinja
         String chatTemplate = r.string("chat_template", chatTemplateJinja != null ? ChatTemplateNames.JINJA : null);
+        ChatTemplateNames.refuseUnshipped(chatTemplate, r.at("chat_template"), problems);
         boolean dropSystemMessage = r.bool("drop_system_message");
         String fieldChosen = r.string("field_chosen", null);
         String fieldRejected = r.string("field_rejected", null);

@@ -91,8 +91,17 @@ final class ModelSection {
             r.finish();
         }
         String chatTemplateJinja = top.string("chat_template_jinja", null);
-        String chatTemplate = top.choice("chat_template", chatTemplateJinja != null ? ChatTemplateNames.JINJA : null,
-                ChatTemplateNames.AXOLOTL);
+        String chatTemplate = top.string("chat_template", chatTemplateJinja != null ? ChatTemplateNames.JINJA : null);
+        // Axolotl's schema takes its names and, beside them, tokenizer_default_fallback_<one of them>
+        if (chatTemplate != null && !ChatTemplateNames.AXOLOTL.contains(chatTemplate) && !fallbackNamed(chatTemplate)) {
+            String close = Suggestions.closest(chatTemplate, ChatTemplateNames.AXOLOTL);
+            problems.error(top.at("chat_template"), "chat_template is '" + chatTemplate + "', which is not one of "
+                    + String.join(", ", ChatTemplateNames.AXOLOTL) + ", nor tokenizer_default_fallback_<one of them>",
+                    close != null ? "did you mean '" + close + "'?" : "use one of those");
+            problems.invalid.add("chat_template");
+            chatTemplate = null;
+        }
+        ChatTemplateNames.refuseUnshipped(chatTemplate, top.at("chat_template"), problems);
         if (ChatTemplateNames.JINJA.equals(chatTemplate) && chatTemplateJinja == null) {
             problems.error(top.at("chat_template"), "chat_template: jinja needs chat_template_jinja",
                     "add chat_template_jinja: with the template text or a file path");
@@ -257,5 +266,11 @@ final class ModelSection {
             Object where = top.at("lora_target_modules");
             problems.error(where, u.message(found.config().modelType() + " model (" + found.from() + ")"), u.hint(linears));
         }
+    }
+
+    /** {@code tokenizer_default_fallback_<name>} with one of Axolotl's template names after the prefix. */
+    private static boolean fallbackNamed(String text) {
+        return text.startsWith(ChatTemplateNames.FALLBACK_PREFIX)
+                && ChatTemplateNames.AXOLOTL.contains(text.substring(ChatTemplateNames.FALLBACK_PREFIX.length()));
     }
 }

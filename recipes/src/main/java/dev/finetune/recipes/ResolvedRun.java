@@ -116,6 +116,7 @@ public record ResolvedRun(Backend backend, Device device, int perNode, int nodes
         Long gpuMemory = device == Device.CPU ? null
                 : shape.gpuMemory() != null ? shape.gpuMemory() : declared != null ? declared.gpuMemoryBytes() : null;
         Recipe.Fsdp fsdp = recipe.distributed().fsdp();
+        refuseUnrunPrecision(recipe, backend, device, problems, where);
         return new ResolvedRun(backend, device, perNode, nodes, gpuMemory, regime(recipe, backend, device),
                 ReferenceModel.of(recipe), recipe.training().gradientCheckpointing()
                         || (fsdp != null && fsdp.activationCheckpointing()));
@@ -146,7 +147,7 @@ public record ResolvedRun(Backend backend, Device device, int perNode, int nodes
     /**
      * What a recipe costs per parameter, read the way the trainer that runs it keeps its state: fp32 throughout on
      * CPU (the JVM trainer, with bf16 copies of the weights for the matmuls under {@code bf16: true}; the worker
-     * computes in fp32 on CPU); on GPU with bf16/fp16 the model is loaded in 16 bits, so a full fine-tune keeps
+     * computes in fp32 on CPU); on GPU with bf16 the model is loaded in 16 bits, so a full fine-tune keeps
      * gradients and torch AdamW's moments in 16 bits too (pure bf16, 8 B/param, as HF Trainer and torchtune do),
      * while LoRA adapters are kept in fp32 by PEFT (16 B per adapter parameter, the mixed-precision row).
      * The recipe's {@code precision:} names the worker's regime outright (the worker stores each kind of state in
@@ -164,16 +165,51 @@ public record ResolvedRun(Backend backend, Device device, int perNode, int nodes
             return backend == Backend.SINGLE && written.bf16() == Recipe.Flag.TRUE ? PrecisionRegime.CPU_BF16_AUTOCAST
                     : PrecisionRegime.FP32;
         }
-        boolean sixteenBit = written.bf16() != Recipe.Flag.FALSE || written.fp16() == Recipe.Flag.TRUE;
+        // (fp16: true is refused: refuseUnrunPrecision)
+        boolean sixteenBit = written.bf16() != Recipe.Flag.FALSE;
         if (!sixteenBit) {
             return PrecisionRegime.FP32;
         }
         return recipe.adapter() instanceof AdapterSpec.Lora ? PrecisionRegime.MIXED_FP32_MASTER : PrecisionRegime.BF16_PURE;
     }
 
-    /** Whether the worker computes in bfloat16 (its FSDP2 mixed-precision policy) rather than float32. */
+    /**
+     * Precision settings the trainer that runs the recipe would not carry out, refused here with the precision itself.
+     * {@code fp16: true} is float16 compute with loss scaling (a GradScaler), which neither trainer has: the worker
+     * would have computed in bfloat16 and the JVM trainer in float32, each silently. {@code precision:} names how the
+     * worker stores each kind of state; the JVM trainer keeps fp32 state (its engine cannot hold bfloat16 tensors), so
+     * any other regime there would be a promise the plan prints and the run breaks.
+     */
+    private static void refuseUnrunPrecision(Recipe recipe, Backend backend, Device device, Problems problems,
+            Object where) {
+        Recipe.Precision written = recipe.precision();
+        String trainer = backend == Backend.SINGLE ? "the single-device trainer" : "the torch worker";
+        String on = device == Device.CPU ? "CPU" : "CUDA";
+        Object fp16At = problems.at("fp16", where);
+        // bf16 and fp16 both true is the reader's error, at this line already: one mistake, one error
+        if (written.fp16() == Recipe.Flag.TRUE && problems.errors.stream()
+                .noneMatch(f -> f.where().equals(String.valueOf(fp16At)))) {
+            problems.error(fp16At, "fp16: true (float16 compute with loss scaling) is unsupported "
+                    + "by " + trainer + ", where this recipe runs (" + on + "): it computes in bfloat16 or float32",
+                    device == Device.CPU ? "remove fp16 (bf16: true gives bfloat16 matmuls on the CPU)"
+                            : "use bf16: true on a GPU with bfloat16 (Ampere or later), or remove fp16 to train in "
+                                    + "float32 on older GPUs");
+        }
+        if (backend == Backend.SINGLE && written.regime() != null && written.regime() != PrecisionRegime.FP32) {
+            problems.error(problems.at("precision", where), "precision: " + written.regime().key() + " is a regime "
+                    + "of the torch worker, and this recipe runs on the single-device trainer (" + on + "), which "
+                    + "keeps weights, gradients and optimizer state in fp32", "remove precision (bf16: true gives "
+                            + "bfloat16 matmuls over fp32 state here), or use backend: fsdp, whose worker stores each "
+                            + "kind of state as the regime says, on CPU ranks too");
+        }
+    }
+
+    /**
+     * Whether the worker computes in bfloat16 rather than float32: every regime but fp32 gathers and computes in
+     * bfloat16 (precision.py), on CPU ranks too. The JVM trainer's bf16 autocast is its own ({@code precision}).
+     */
     public boolean bfloat16Compute() {
-        return device == Device.CUDA && precision != PrecisionRegime.FP32;
+        return backend == Backend.FSDP && precision != PrecisionRegime.FP32;
     }
 
     /**
@@ -204,10 +240,15 @@ public record ResolvedRun(Backend backend, Device device, int perNode, int nodes
 
     /** The line {@code validate}, {@code plan} and training print about it. */
     public String describe() {
+        return "run: " + summary() + "\n";
+    }
+
+    /** Which trainer, on which device, over how many ranks, in a few words. */
+    public String summary() {
         String ranks = worldSize() == 1 ? "1 rank" : nodes == 1 ? perNode + " ranks"
                 : nodes + " nodes x " + perNode + " ranks = " + worldSize() + " ranks";
-        return "run: " + (backend == Backend.SINGLE ? "single-device trainer (this JVM)" : worldSize() == 1
+        return (backend == Backend.SINGLE ? "single-device trainer (this JVM)" : worldSize() == 1
                 ? "torch worker (one process, no torchrun)" : "fsdp worker (torchrun)") + " on "
-                + (device == Device.CPU ? "CPU" : "CUDA") + ", " + ranks + "\n";
+                + (device == Device.CPU ? "CPU" : "CUDA") + ", " + ranks;
     }
 }

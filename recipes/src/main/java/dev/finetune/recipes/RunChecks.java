@@ -35,8 +35,15 @@ final class RunChecks {
                         "use optimizer: adamw_torch, or run on a GPU (hardware: {gpus: 1}), where the torch worker "
                                 + "has bitsandbytes' 8-bit AdamW");
             }
+            if (recipe.data().preparedPath() != null) {
+                problems.warn(problems.at("dataset_prepared_path", where), "dataset_prepared_path is not used by the "
+                        + "single-device trainer, where this recipe runs (" + where(run) + "): it tokenizes the data "
+                        + "again at every start (nothing trained changes)", "remove it, or keep it for the torch "
+                        + "worker (backend: fsdp), which caches the packed batches there and reuses them");
+            }
             return;
         }
+        requireWorkerImplements(recipe, run, WorkerCapabilities.declared(), problems, where);
         // the torch worker: torch's AdamW and bitsandbytes' classes; anything else it would replace by AdamW
         if (!TORCH_ADAMW.contains(optimizer) && !optimizer.bitsAndBytes()) {
             problems.error(optimizerAt, "optimizer: " + optimizer.axolotlName() + " is unsupported: it is not in "
@@ -72,6 +79,29 @@ final class RunChecks {
         }
     }
 
+    /** The objective and the DPO loss types, by what the worker declares it implements. */
+    static void requireWorkerImplements(Recipe recipe, ResolvedRun run, WorkerCapabilities worker, Problems problems,
+            Object where) {
+        String objective = recipe.objective().key();
+        if (!worker.objectives().contains(objective)) {
+            problems.error(problems.at("rl", where), "rl: " + objective + " is unsupported by the torch worker, where "
+                    + "this recipe runs (" + where(run) + "): it trains " + String.join(", ", worker.objectives()),
+                    "train it on the CPU in this JVM (hardware: cpu, backend: single)");
+        }
+        Object lossAt = problems.at("dpo_loss_type", where);
+        if (recipe.objective() instanceof Recipe.Objective.Dpo dpo && !refusedAt(problems, lossAt)) {
+            List<String> lacking = dpo.lossTypes().stream().map(DpoLossType::key)
+                    .filter(t -> !worker.dpoLossTypes().contains(t)).distinct().toList();
+            if (!lacking.isEmpty()) {
+                problems.error(lossAt, "dpo_loss_type " + String.join(", ", lacking)
+                        + (lacking.size() == 1 ? " is" : " are") + " unsupported by the torch worker, where this "
+                        + "recipe runs (" + where(run) + "): it implements " + String.join(", ",
+                                worker.dpoLossTypes()), "use one of those; the single-device trainer (hardware: cpu, "
+                                + "backend: single) runs every TRL loss type");
+            }
+        }
+    }
+
     /** Whether an error was already said at {@code where}: one mistake, one error. */
     private static boolean refusedAt(Problems problems, Object where) {
         return problems.errors.stream().anyMatch(f -> f.where().equals(String.valueOf(where)));
@@ -90,8 +120,8 @@ final class RunChecks {
     static void requireModelTemplate(Recipe recipe, Path recipeDir, Problems problems) {
         String folder = recipe.model().tokenizerConfig() != null ? recipe.model().tokenizerConfig()
                 : recipe.model().baseModel();
-        if (folder == null || folder.isBlank()) {
-            return;
+        if (folder == null || folder.isBlank() || problems.invalid.contains("chat_template")) {
+            return; // a chat_template refused already: one mistake, one error
         }
         Path dir = recipeDir == null ? Path.of(folder) : recipeDir.resolve(folder);
         if (!Files.isDirectory(dir) || hasTemplate(dir)) {
@@ -143,8 +173,7 @@ final class RunChecks {
             left.add("base_model '" + base + "' from the Hugging Face cache or the hub (its files, and access to them)");
         }
         if (run.backend() == ResolvedRun.Backend.FSDP) {
-            left.add("the worker's Python with torch, transformers and peft, and the objectives and DPO loss types it "
-                    + "reports");
+            left.add("the worker's Python with torch, transformers and peft");
         }
         if (run.device() == ResolvedRun.Device.CUDA && run.backend() == ResolvedRun.Backend.FSDP) {
             left.add(run.perNode() + " CUDA device" + (run.perNode() == 1 ? "" : "s") + " on each node"

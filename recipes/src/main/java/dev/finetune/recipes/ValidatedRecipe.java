@@ -75,11 +75,11 @@ public record ValidatedRecipe(Recipe recipe, ResolvedRun run, BatchPlan plan, Li
     }
 
     /**
-     * Which trainer runs it, on what, and what its start still checks because only the machine can answer it: what
-     * {@code validate} cannot know.
+     * What the run's start still checks because only the machine can answer it: what {@code validate} cannot know
+     * (the run itself is the last line of {@link #describe}).
      */
-    public String describeRun() {
-        return run.describe() + RunChecks.leftToTheRun(recipe, run, recipeDir);
+    public String leftToTheRun() {
+        return RunChecks.leftToTheRun(recipe, run, recipeDir);
     }
 
     /**

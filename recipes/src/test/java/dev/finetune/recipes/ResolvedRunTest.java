@@ -169,5 +169,38 @@ class ResolvedRunTest {
         ValidatedRecipe gpu = quickstart(LaunchShape.RECIPE, "backend=fsdp", "hardware={gpus: 2, gpu_memory: 80GiB}");
         assertEquals(PrecisionRegime.MIXED_FP32_MASTER, gpu.run().precision(), "bf16: auto means bf16 on a GPU");
         assertTrue(gpu.run().bfloat16Compute());
+        // the worker on CPU ranks stores and computes as precision: names, and plan.json's compute_dtype says the same
+        ValidatedRecipe cpuBf16 = quickstart(LaunchShape.RECIPE, "backend=fsdp", "precision=bf16");
+        assertEquals(PrecisionRegime.BF16_PURE, cpuBf16.run().precision());
+        assertTrue(cpuBf16.run().bfloat16Compute(), "precision: bf16 computes in bfloat16 on CPU ranks too");
+        assertTrue(!quickstart(LaunchShape.RECIPE, "bf16=true").run().bfloat16Compute(),
+                "the JVM trainer's autocast is not the worker's compute dtype");
+    }
+
+    /** Precision the trainer that runs the recipe would not carry out is refused with it, at the key's line. */
+    @Test
+    void precisionNoTrainerCarriesOutIsRefused() {
+        InvalidRecipe cpu = assertThrows(InvalidRecipe.class, () -> quickstart(LaunchShape.RECIPE, "fp16=true"));
+        assertEquals(1, cpu.errors().size(), cpu.errors().toString());
+        assertEquals("fp16: true (float16 compute with loss scaling) is unsupported by the single-device trainer, "
+                + "where this recipe runs (CPU): it computes in bfloat16 or float32", cpu.errors().get(0).message());
+        InvalidRecipe gpu = assertThrows(InvalidRecipe.class, () -> quickstart(LaunchShape.RECIPE, "fp16=true",
+                "hardware={gpus: 1, gpu_memory: 16GiB}"));
+        assertEquals(1, gpu.errors().size(), gpu.errors().toString());
+        assertTrue(gpu.errors().get(0).message().contains("unsupported by the torch worker, where this recipe runs "
+                + "(CUDA)"), gpu.errors().toString());
+        assertTrue(gpu.errors().get(0).hint().startsWith("use bf16: true on a GPU with bfloat16"), gpu.errors().toString());
+        // both true: the reader's one error, not a second one at the same line
+        InvalidRecipe both = assertThrows(InvalidRecipe.class, () -> quickstart(LaunchShape.RECIPE, "fp16=true",
+                "bf16=true"));
+        assertEquals(1, both.errors().size(), both.errors().toString());
+
+        InvalidRecipe single = assertThrows(InvalidRecipe.class, () -> quickstart(LaunchShape.RECIPE,
+                "precision=bf16"));
+        assertEquals(1, single.errors().size(), single.errors().toString());
+        assertTrue(single.errors().get(0).message().startsWith("precision: bf16 is a regime of the torch worker, and "
+                + "this recipe runs on the single-device trainer (CPU)"), single.errors().toString());
+        assertEquals(PrecisionRegime.FP32, quickstart(LaunchShape.RECIPE, "precision=fp32").run().precision(),
+                "fp32 is what the JVM trainer keeps: accepted");
     }
 }

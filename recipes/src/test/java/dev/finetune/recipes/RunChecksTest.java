@@ -81,11 +81,58 @@ class RunChecksTest {
     @Test
     void whatOnlyTheMachineKnowsIsSaid(@TempDir Path dir) throws IOException {
         ValidatedRecipe hub = ValidatedRecipe.load(write(dir, "hardware: {gpus: 2, gpu_memory: 80GiB}\n"), List.of());
-        assertEquals("run: fsdp worker (torchrun) on CUDA, 2 ranks\nchecked when the run starts, not here: base_model "
+        assertTrue(hub.describe().endsWith("run: fsdp worker (torchrun) on CUDA, 2 ranks\n"), hub.describe());
+        assertEquals("checked when the run starts, not here: base_model "
                 + "'org/model' from the Hugging Face cache or the hub (its files, and access to them); the worker's Python with "
-                + "torch, transformers and peft, and the objectives and DPO loss types it reports; 2 CUDA devices on "
-                + "each node\n", hub.describeRun());
+                + "torch, transformers and peft; 2 CUDA devices on each node\n", hub.leftToTheRun());
         ValidatedRecipe local = ValidatedRecipe.load(write(dir, "hardware: cpu\n"), List.of("base_model=" + STORIES));
-        assertEquals("run: single-device trainer (this JVM) on CPU, 1 rank\n", local.describeRun());
+        assertTrue(local.describe().endsWith("run: single-device trainer (this JVM) on CPU, 1 rank\n"));
+        assertEquals("", local.leftToTheRun());
+    }
+
+    @Test
+    void aDpoLossTheWorkerLacksIsRefusedByItsDeclaredCapabilities(@TempDir Path dir) throws IOException {
+        Path recipe = dpo(dir, "nca_pair");
+        // this machine's CPU: the JVM trainer, which runs every TRL loss type
+        ValidatedRecipe.load(recipe, List.of(), LaunchShape.RECIPE);
+        List<Finding> gpu = errors(recipe, LaunchShape.gpus(1, null, 80L << 30));
+        assertEquals(1, gpu.size(), gpu.toString());
+        assertEquals("dpo_loss_type nca_pair is unsupported by the torch worker, where this recipe runs (CUDA, 1 rank): "
+                + "it implements " + String.join(", ", WorkerCapabilities.declared().dpoLossTypes()),
+                gpu.get(0).message());
+        assertTrue(gpu.get(0).where().endsWith("r.yaml:7:16"), gpu.get(0).where());
+        ValidatedRecipe.load(dpo(dir, "ipo"), List.of(), LaunchShape.gpus(1, null, 80L << 30));
+    }
+
+    private static Path dpo(Path dir, String lossType) throws IOException {
+        Path recipe = write(dir, "rl: dpo\ndpo_loss_type: [" + lossType + "]\n");
+        Files.writeString(recipe, Files.readString(recipe).replace("type: alpaca", "type: passthrough"));
+        return recipe;
+    }
+
+    @Test
+    void datasetPreparedPathIsSaidUnusedWhereTheJvmTrainerRunsIt(@TempDir Path dir) throws IOException {
+        Path recipe = write(dir, "dataset_prepared_path: last_run_prepared\n");
+        List<Finding> warnings = ValidatedRecipe.load(recipe, List.of(), LaunchShape.RECIPE).warnings();
+        assertTrue(warnings.stream().anyMatch(w -> w.message().startsWith("dataset_prepared_path is not used by the "
+                + "single-device trainer") && w.where().endsWith("r.yaml:6:24")), warnings.toString());
+        // the worker caches its packed batches there: nothing to say
+        List<Finding> worker = ValidatedRecipe.load(recipe, List.of(), LaunchShape.gpus(1, null, 80L << 30)).warnings();
+        assertTrue(worker.stream().noneMatch(w -> w.message().contains("dataset_prepared_path")), worker.toString());
+    }
+
+    @Test
+    void aChatTemplateIsOneFinetuneRenders(@TempDir Path dir) throws IOException {
+        // Axolotl's schema takes tokenizer_default_fallback_<name> at the top level too
+        ValidatedRecipe.load(write(dir, "chat_template: tokenizer_default_fallback_chatml\n"), List.of());
+        List<Finding> cohere = errors(write(dir, "chat_template: cohere\n"), LaunchShape.RECIPE);
+        assertEquals(1, cohere.size(), cohere.toString());
+        assertTrue(cohere.get(0).message().startsWith("chat_template cohere is unsupported: finetune ships alpaca, "),
+                cohere.toString());
+        List<Finding> fallback = errors(write(dir, "chat_template: tokenizer_default_fallback_cohere\n"),
+                LaunchShape.RECIPE);
+        assertEquals(1, fallback.size(), fallback.toString());
+        List<Finding> typo = errors(write(dir, "chat_template: chatm1\n"), LaunchShape.RECIPE);
+        assertEquals("did you mean 'chatml'?", typo.get(0).hint(), typo.toString());
     }
 }

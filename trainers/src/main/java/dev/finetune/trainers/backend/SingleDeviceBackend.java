@@ -70,10 +70,8 @@ public final class SingleDeviceBackend {
         OutputFolder.check(Path.of(recipe.output().outputDir()), inputs(validated), resuming(recipe),
                 recipe.output().overwriteOutputDir());
         CheckpointWriter.SINGLE.requireCanResume(Path.of(recipe.output().outputDir()), recipe.output().resume());
-        // what this trainer refuses (optimizers, model families) validate refused already: RunChecks
-        for (String setting : notActedOn(recipe)) {
-            LOG.warn("{} (the single-device trainer does not act on it yet)", setting);
-        }
+        // what this trainer refuses (optimizers, model families) or leaves unused (dataset_prepared_path) validate
+        // said already: RunChecks
         Path modelDir = HubModels.base(recipe.model());
         Engine.getInstance();
         clock.lap("engine");
@@ -208,15 +206,6 @@ public final class SingleDeviceBackend {
         if (name != null && !name.isBlank() && Files.exists(Path.of(name))) {
             inputs.put(Path.of(name), key);
         }
-    }
-
-    /** Settings the recipe may hold that this trainer accepts but does not carry out, said rather than hidden. */
-    static List<String> notActedOn(Recipe recipe) {
-        List<String> settings = new java.util.ArrayList<>();
-        if (recipe.data().preparedPath() != null) {
-            settings.add("dataset_prepared_path: the data is tokenized again on every start");
-        }
-        return settings;
     }
 
     /**

@@ -1,6 +1,5 @@
 package dev.finetune.trainers.backend.fsdp;
 
-import dev.finetune.recipes.DpoLossType;
 import dev.finetune.recipes.Recipe;
 import dev.finetune.recipes.ReferenceModel;
 import dev.finetune.recipes.UserError;
@@ -58,24 +57,6 @@ public final class FsdpBackend {
 
     private FsdpBackend() {}
 
-    /** Refuses an objective or loss the worker does not implement, by what it says it supports. */
-    static void requireSupported(ValidatedRecipe validated, WorkerPython.Capabilities worker) {
-        Recipe recipe = validated.recipe();
-        if (!worker.objectives().contains(recipe.objective().key())) {
-            throw new UserError("rl", "the fsdp worker trains " + worker.objectives() + ", not "
-                    + recipe.objective().key(), "use backend: single");
-        }
-        if (recipe.objective() instanceof Recipe.Objective.Dpo dpo) {
-            for (DpoLossType type : dpo.lossTypes()) {
-                if (!worker.dpoLossTypes().contains(type.key())) {
-                    throw new UserError("dpo_loss_type", "the fsdp worker implements " + worker.dpoLossTypes()
-                            + ", not " + type.key(), "use one of those, or backend: single (which runs every TRL "
-                            + "loss type)");
-                }
-            }
-        }
-    }
-
     /** {@code --dry-run}: the exact command, environment and global batch identity; nothing starts. */
     public static String dryRun(ValidatedRecipe validated, Launch launch, String python) {
         return DryRun.render(validated, launch, python);
@@ -95,12 +76,12 @@ public final class FsdpBackend {
         Path outputDir = Path.of(recipe.output().outputDir());
         Path workerFolder = outputDir.resolve(WorkerPlan.FOLDER);
         String python = WorkerPython.find(launch.python(), System.getenv(), System.getProperty("finetune.home"));
+        // (objectives and DPO loss types the worker lacks validate refused already, by its capabilities.json)
         WorkerPython.Environment environment = WorkerPython.check(python);
-        requireSupported(validated, environment.capabilities());
         // CUDA where the resolved run says (a declared GPU the interpreter cannot see is refused here)
         boolean cpu = launch.cpu();
         WorkerRequirements.check(recipe, environment, python, !cpu);
-        if (validated.run().bfloat16Compute() && !environment.bf16()) {
+        if (!cpu && validated.run().bfloat16Compute() && !environment.bf16()) {
             throw new UserError("bf16", "the run computes in bfloat16 on CUDA (bf16: true or auto), but these GPUs "
                     + "have no bfloat16", "set bf16: false");
         }

@@ -24,8 +24,8 @@ import java.util.concurrent.TimeUnit;
  * torchrun, so a missing or too old torch, transformers or peft is one message with the pip command that fixes it.
  */
 public final class WorkerPython {
-    /** The worker package's modules, as shipped in this jar. */
-    static final List<String> MODULES = List.of("__init__.py", "__main__.py", "checkpoints.py", "data.py",
+    /** The worker package's files, as shipped in this jar: its modules and the capabilities it declares. */
+    static final List<String> MODULES = List.of("__init__.py", "__main__.py", "capabilities.json", "checkpoints.py", "data.py",
             "distributed.py", "environment.py", "extras.py", "families.py", "grpo.py", "grpo_loss.py", "head_loss.py",
             "hf_files.py", "kernels.py", "launcher_link.py", "loading.py", "memory.py", "objectives.py",
             "optimizers.py", "packed_attention.py", "plan.py", "precision.py", "reference.py", "reward_channel.py",

@@ -8,6 +8,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import dev.finetune.recipes.InvalidRecipe;
 import dev.finetune.recipes.UserError;
 import dev.finetune.recipes.ValidatedRecipe;
+import dev.finetune.recipes.WorkerCapabilities;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -127,7 +128,7 @@ class FsdpLaunchTest {
     void theJarShipsEveryWorkerModule(@TempDir Path tmp) throws IOException {
         Path source = WorkerEnvironment.repoRoot().resolve("trainers/src/main/python/finetune_worker");
         try (Stream<Path> files = Files.list(source)) {
-            assertEquals(files.map(p -> p.getFileName().toString()).filter(n -> n.endsWith(".py")).sorted().toList(),
+            assertEquals(files.map(p -> p.getFileName().toString()).filter(n -> n.endsWith(".py") || n.equals("capabilities.json")).sorted().toList(),
                     WorkerPython.MODULES.stream().sorted().toList());
         }
         WorkerPython.extract(tmp);
@@ -184,11 +185,28 @@ class FsdpLaunchTest {
                 + "CPU"), qlora.errors().toString());
         assertTrue(qlora.errors().get(0).where().endsWith("qlora.yaml:13:10"), qlora.errors().toString());
 
-        ValidatedRecipe nca = FsdpRuns.recipe(tmp, "nca", base.replace("type: completion", "type: passthrough")
-                .replace("quickstart.jsonl", "quickstart-dpo.jsonl") + "rl: dpo\ndpo_loss_type: [nca_pair]\n");
-        UserError loss = assertThrows(UserError.class, () -> FsdpBackend.requireSupported(nca,
-                WorkerPython.check(WorkerEnvironment.python()).capabilities()));
-        assertTrue(loss.getMessage().contains("not nca_pair"), loss.getMessage());
+        // a DPO loss type the worker lacks: validate (and so --dry-run) refuses it at its line, no Python started
+        InvalidRecipe nca = assertThrows(InvalidRecipe.class, () -> FsdpRuns.recipe(tmp, "nca", base
+                .replace("type: completion", "type: passthrough").replace("quickstart.jsonl", "quickstart-dpo.jsonl")
+                + "rl: dpo\ndpo_loss_type: [sigmoid, nca_pair]\ndpo_loss_weights: [1.0, 0.5]\n"));
+        assertEquals(1, nca.errors().size(), nca.errors().toString());
+        assertTrue(nca.errors().get(0).message().startsWith("dpo_loss_type nca_pair is unsupported by the torch "
+                + "worker, where this recipe runs (CPU, 1 rank): it implements sigmoid, hinge, ipo, sigmoid_norm"),
+                nca.errors().toString());
+        assertTrue(nca.errors().get(0).where().endsWith("nca.yaml:14:16"), nca.errors().toString());
         assertTrue(Files.notExists(out), "refusals write nothing");
+    }
+
+    @Test
+    void validateReadsTheCapabilitiesTheWorkerReports() {
+        // one file declares them (finetune_worker/capabilities.json); the interpreter's report is built from it
+        WorkerPython.Capabilities reported = WorkerPython.check(WorkerEnvironment.python()).capabilities();
+        WorkerCapabilities declared = WorkerCapabilities.declared();
+        assertEquals(reported.objectives(), declared.objectives());
+        assertEquals(reported.dpoLossTypes(), declared.dpoLossTypes());
+        // and Java's own objectives and loss types name every one of them
+        for (String type : declared.dpoLossTypes()) {
+            assertTrue(dev.finetune.recipes.DpoLossType.of(type) != null, type);
+        }
     }
 }
