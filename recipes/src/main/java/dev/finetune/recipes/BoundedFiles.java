@@ -23,6 +23,11 @@ public final class BoundedFiles {
     public static final long CONFIG_BYTES = 16L << 20;
     /** One row of a dataset: a line of JSON Lines, an element of a JSON array. */
     public static final int LINE_BYTES = 64 << 20;
+    /**
+     * A data file's description of itself (a Parquet footer or page, an Arrow message header): what it claims is
+     * checked against this and against the file's real size before anything that size is allocated.
+     */
+    public static final int METADATA_BYTES = 64 << 20;
 
     private BoundedFiles() {}
 
@@ -83,6 +88,7 @@ public final class BoundedFiles {
         private final Path file;
         private final InputStream in;
         private final int maxBytes;
+        private final String hint;
         private final byte[] chunk = new byte[1 << 16];
         private int position;
         private int limit;
@@ -93,6 +99,7 @@ public final class BoundedFiles {
             requireRegular(file, what);
             this.file = file;
             this.maxBytes = maxBytes;
+            this.hint = jsonLinesHint(maxBytes);
             try {
                 this.in = Files.newInputStream(file);
             } catch (NoSuchFileException e) {
@@ -105,9 +112,19 @@ public final class BoundedFiles {
 
         /** The lines of {@code in} (already open: a decompressing stream, say), named {@code file} in messages. */
         public Lines(Path file, InputStream in, int maxBytes) {
+            this(file, in, maxBytes, jsonLinesHint(maxBytes));
+        }
+
+        /** As above, with the hint an over-long line gets (what a line of this file is). */
+        public Lines(Path file, InputStream in, int maxBytes, String hint) {
             this.file = file;
             this.maxBytes = maxBytes;
             this.in = in;
+            this.hint = hint;
+        }
+
+        private static String jsonLinesHint(int maxBytes) {
+            return "split the data into one JSON object per line, each under " + size(maxBytes);
         }
 
         /** One line read: its 1-based number and text, or {@code text == null} when it is not valid UTF-8. */
@@ -137,8 +154,7 @@ public final class BoundedFiles {
                 int piece = end - position;
                 if ((long) length + piece > maxBytes) {
                     throw new UserError(file + ":" + (number + 1), "line " + (number + 1) + " is over "
-                            + size(maxBytes) + " (the limit for one row; a file without line breaks?)",
-                            "split the data into one JSON object per line, each under " + size(maxBytes));
+                            + size(maxBytes) + " (the limit for one row; a file without line breaks?)", hint);
                 }
                 if (length + piece > buffer.length) {
                     buffer = Arrays.copyOf(buffer, (int) Math.min(maxBytes, Math.max((long) buffer.length * 2,

@@ -33,6 +33,7 @@ class ReliabilitySuiteTest {
         all.addAll(CorruptionCases.all());
         all.addAll(UntrustedCases.all());
         all.addAll(BoundsCases.all());
+        all.addAll(DataFileCases.all());
         all.addAll(FaultCases.all());
         all.addAll(WorkerCases.all());
         return all;

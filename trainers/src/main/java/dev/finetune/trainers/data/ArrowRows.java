@@ -5,6 +5,7 @@ import com.google.gson.JsonElement;
 import com.google.gson.JsonNull;
 import com.google.gson.JsonObject;
 import com.google.gson.JsonPrimitive;
+import dev.finetune.recipes.BoundedFiles;
 import dev.finetune.recipes.UserError;
 import java.io.BufferedInputStream;
 import java.io.DataInputStream;
@@ -44,8 +45,14 @@ final class ArrowRows {
 
     private ArrowRows() {}
 
+    /** Nested types deeper than any dataset's: the schema is walked recursively. */
+    private static final int MAX_DEPTH = 64;
+
     static void read(Path file, Consumer<JsonRows.Row> sink) {
-        try (DataInputStream in = new DataInputStream(new BufferedInputStream(Files.newInputStream(file), 1 << 20))) {
+        long row = 0;
+        try (Position position = new Position(new BufferedInputStream(Files.newInputStream(file), 1 << 20));
+                DataInputStream in = new DataInputStream(position)) {
+            long fileLength = Files.size(file);
             in.mark(8);
             byte[] magic = new byte[6];
             int got = in.readNBytes(magic, 0, 6);
@@ -55,15 +62,26 @@ final class ArrowRows {
                 in.reset();
             }
             Schema schema = null;
-            long row = 0;
             while (true) {
-                ByteBuffer metadata = nextMessage(in);
+                long at = position.count;
+                ByteBuffer metadata = nextMessage(in, file, at);
                 if (metadata == null) {
                     break;
                 }
                 Message message = Message.getRootAsMessage(metadata);
-                byte[] body = in.readNBytes((int) message.bodyLength());
-                if (body.length != message.bodyLength()) {
+                // what the header claims, checked before a buffer that size is made
+                long bodyLength = message.bodyLength();
+                if (bodyLength < 0 || bodyLength > fileLength - position.count) {
+                    throw damaged(file, "the message at byte " + at + " claims a body of " + bodyLength
+                            + " bytes, more than the " + (fileLength - position.count) + " left in the file");
+                }
+                if (bodyLength > Integer.MAX_VALUE - 16) {
+                    throw new UserError(file.toString(), "the record batch at byte " + at + " holds "
+                            + (bodyLength >> 20) + " MiB, over the 2 GiB finetune reads at once",
+                            "write the file in smaller batches (pyarrow: max_chunksize=, datasets: writer_batch_size=)");
+                }
+                byte[] body = in.readNBytes((int) bodyLength);
+                if (body.length != bodyLength) {
                     throw new EOFException("the file ends inside a message");
                 }
                 switch (message.headerType()) {
@@ -77,8 +95,9 @@ final class ArrowRows {
                             throw new UserError(file.toString(), "the Arrow file's buffers are compressed, which finetune "
                                     + "does not read", "write it uncompressed (datasets' save_to_disk does) or as Parquet");
                         }
-                        for (JsonObject value : new Batch(schema, batch, ByteBuffer.wrap(body).order(ByteOrder.LITTLE_ENDIAN), file).rows()) {
-                            sink.accept(new JsonRows.Row(value, file + " row " + row, null));
+                        Batch rows = new Batch(schema, batch, ByteBuffer.wrap(body).order(ByteOrder.LITTLE_ENDIAN), file, at);
+                        for (int r = 0; r < batch.length(); r++) {
+                            sink.accept(new JsonRows.Row(rows.row(r), file + " row " + row, null));
                             row++;
                         }
                     }
@@ -90,6 +109,8 @@ final class ArrowRows {
                     }
                 }
             }
+        } catch (RowTooLarge e) {
+            throw Rows.rowTooLarge(file, row);
         } catch (IOException | RuntimeException e) {
             if (e instanceof UserError u) {
                 throw u;
@@ -98,8 +119,62 @@ final class ArrowRows {
         }
     }
 
+    private static UserError damaged(Path file, String what) {
+        return new UserError(file.toString(), "the Arrow file is damaged: " + what, "download or write the file again");
+    }
+
+    /** Counts the bytes read, for the offsets in messages. */
+    private static final class Position extends java.io.FilterInputStream {
+        private long count;
+        private long marked;
+
+        Position(InputStream in) {
+            super(in);
+        }
+
+        @Override
+        public int read() throws IOException {
+            int b = super.read();
+            count += b < 0 ? 0 : 1;
+            return b;
+        }
+
+        @Override
+        public int read(byte[] b, int off, int len) throws IOException {
+            int n = super.read(b, off, len);
+            count += Math.max(0, n);
+            return n;
+        }
+
+        @Override
+        public long skip(long n) throws IOException {
+            long skipped = super.skip(n);
+            count += skipped;
+            return skipped;
+        }
+
+        @Override
+        public synchronized void mark(int limit) {
+            super.mark(limit);
+            marked = count;
+        }
+
+        @Override
+        public synchronized void reset() throws IOException {
+            super.reset();
+            count = marked;
+        }
+    }
+
+    /** A row that grows past {@link BoundedFiles#LINE_BYTES} as it is built. */
+    private static final class RowTooLarge extends RuntimeException {
+        RowTooLarge() {
+            super(null, null, false, false);
+        }
+    }
+
     /** The next message's metadata, or {@code null} at the end-of-stream marker or the end of the file. */
-    private static ByteBuffer nextMessage(DataInputStream in) throws IOException {
+    private static ByteBuffer nextMessage(DataInputStream in, Path file, long at) throws IOException {
         int length;
         try {
             length = Integer.reverseBytes(in.readInt());
@@ -113,8 +188,12 @@ final class ArrowRows {
                 return null;
             }
         }
-        if (length <= 0) {
+        if (length == 0) {
             return null;
+        }
+        if (length < 0 || length > BoundedFiles.METADATA_BYTES) {
+            throw damaged(file, "the message at byte " + at + " claims a header of " + Integer.toUnsignedLong(length)
+                    + " bytes, over the " + BoundedFiles.size(BoundedFiles.METADATA_BYTES) + " a header holds");
         }
         byte[] bytes = in.readNBytes(length);
         if (bytes.length != length) {
@@ -123,73 +202,135 @@ final class ArrowRows {
         return ByteBuffer.wrap(bytes).order(ByteOrder.LITTLE_ENDIAN);
     }
 
-    /** One record batch's columns, decoded in the order the format lays out nodes and buffers (depth first). */
+    /**
+     * One record batch's columns, decoded in the order the format lays out nodes and buffers (depth first). Nothing
+     * the batch's metadata says is taken on trust: every buffer lies inside the body, holds what its node's length
+     * needs, every offset points inside its data, and a row costs at most {@link BoundedFiles#LINE_BYTES} as built.
+     */
     private static final class Batch {
         private final RecordBatch batch;
         private final ByteBuffer body;
         private final Path file;
+        private final long at;
+        private final List<Named> columns = new ArrayList<>();
         private int node;
         private int buffer;
+        private long spent;
 
-        Batch(Schema schema, RecordBatch batch, ByteBuffer body, Path file) {
+        Batch(Schema schema, RecordBatch batch, ByteBuffer body, Path file, long at) {
             this.batch = batch;
             this.body = body;
             this.file = file;
-            this.columns = new ArrayList<>();
+            this.at = at;
+            // every row costs at least a bit of some buffer; a batch of more rows than that is a lie, not data
+            if (batch.length() < 0 || batch.length() > 8L * body.capacity() + 64) {
+                throw lie("it claims " + batch.length() + " rows in a body of " + body.capacity() + " bytes");
+            }
             for (int i = 0; i < schema.fieldsLength(); i++) {
                 Field f = schema.fields(i);
-                columns.add(new Named(f.name(), column(f)));
+                columns.add(new Named(f.name(), column(f, batch.length(), 0)));
             }
         }
-
-        private final List<Named> columns;
 
         private record Named(String name, Column column) {}
 
-        List<JsonObject> rows() {
-            List<JsonObject> rows = new ArrayList<>((int) batch.length());
-            for (int r = 0; r < batch.length(); r++) {
-                JsonObject o = new JsonObject();
-                for (Named c : columns) {
-                    o.add(c.name(), c.column().get(r));
-                }
-                rows.add(o);
+        JsonObject row(int r) {
+            spent = 0;
+            JsonObject o = new JsonObject();
+            for (Named c : columns) {
+                o.add(c.name(), c.column().get(r));
             }
-            return rows;
+            return o;
         }
 
-        private ByteBuffer nextBuffer() {
+        /** Counts a value of {@code bytes} (and 8 for its slot) into the row being built. */
+        private void spend(long bytes) {
+            spent += bytes + 8;
+            if (spent > BoundedFiles.LINE_BYTES) {
+                throw new RowTooLarge();
+            }
+        }
+
+        private UserError lie(String what) {
+            return damaged(file, "the record batch at byte " + at + ": " + what);
+        }
+
+        private ByteBuffer nextBuffer(String column, long needs) {
+            if (buffer >= batch.buffersLength()) {
+                throw lie("column '" + column + "' has fewer buffers than its type needs");
+            }
             Buffer b = batch.buffers(buffer++);
+            if (b.offset() < 0 || b.length() < 0 || b.offset() + b.length() > body.capacity()) {
+                throw lie("a buffer of column '" + column + "' lies at bytes " + b.offset() + " to "
+                        + (b.offset() + b.length()) + ", outside the body's " + body.capacity());
+            }
+            if (b.length() < needs) {
+                throw lie("a buffer of column '" + column + "' holds " + b.length() + " bytes, its values need " + needs);
+            }
             ByteBuffer slice = body.duplicate().order(ByteOrder.LITTLE_ENDIAN);
             slice.position((int) b.offset()).limit((int) (b.offset() + b.length()));
             return slice.slice().order(ByteOrder.LITTLE_ENDIAN);
         }
 
-        private Column column(Field field) {
+        /** A column of at least {@code rows} values; its values past its node's length are refused when asked. */
+        private Column column(Field field, long rows, int depth) {
+            if (depth > MAX_DEPTH) {
+                throw lie("column '" + field.name() + "' nests more than " + MAX_DEPTH + " types deep");
+            }
+            int own = node; // its children's nodes follow it
+            Column read = read(field, rows, depth);
+            long length = batch.nodes(own).length();
+            return r -> {
+                if (r < 0 || r >= length) {
+                    throw lie("a value of column '" + field.name() + "' past its " + length);
+                }
+                return read.get(r);
+            };
+        }
+
+        private Column read(Field field, long rows, int depth) {
             if (field.dictionary() != null) {
                 throw new UserError(file.toString(), "column '" + field.name() + "' is dictionary-encoded, which finetune"
                         + " does not read", "save the data as Parquet, or decode the dictionaries first");
             }
+            if (node >= batch.nodesLength()) {
+                throw lie("it has fewer field nodes than its schema has columns");
+            }
             FieldNode n = batch.nodes(node++);
             long length = n.length();
+            String name = field.name();
+            if (length < rows || length > 8L * body.capacity() + 64) {
+                throw lie("column '" + name + "' claims " + length + " values");
+            }
             byte type = field.typeType();
             if (type == Type.Null) {
                 return r -> JsonNull.INSTANCE;
             }
-            ByteBuffer validity = nextBuffer();
-            Validity valid = new Validity(validity, n.nullCount() > 0 && validity.capacity() > 0);
+            long bits = (length + 7) / 8;
+            ByteBuffer validity = nextBuffer(name, 0);
+            boolean nullable = n.nullCount() > 0 && validity.capacity() > 0;
+            if (nullable && validity.capacity() < bits) {
+                throw lie("the validity buffer of column '" + name + "' is shorter than its " + length + " values");
+            }
+            Validity valid = new Validity(validity, nullable);
             switch (type) {
                 case Type.Utf8, Type.Binary, Type.LargeUtf8, Type.LargeBinary -> {
                     boolean large = type == Type.LargeUtf8 || type == Type.LargeBinary;
                     boolean text = type == Type.Utf8 || type == Type.LargeUtf8;
-                    ByteBuffer offsets = nextBuffer();
-                    ByteBuffer data = nextBuffer();
+                    ByteBuffer offsets = nextBuffer(name, (length + 1) * (large ? 8 : 4));
+                    ByteBuffer data = nextBuffer(name, 0);
                     return r -> {
                         if (!valid.at(r)) {
+                            spend(0);
                             return JsonNull.INSTANCE;
                         }
                         long from = large ? offsets.getLong(r * 8) : offsets.getInt(r * 4);
                         long to = large ? offsets.getLong((r + 1) * 8) : offsets.getInt((r + 1) * 4);
+                        if (from < 0 || to < from || to > data.capacity()) {
+                            throw lie("value " + r + " of column '" + name + "' lies at bytes " + from + " to " + to
+                                    + ", outside its data's " + data.capacity());
+                        }
+                        spend(to - from); // before the bytes are copied
                         byte[] bytes = new byte[(int) (to - from)];
                         data.get((int) from, bytes);
                         return new JsonPrimitive(text ? new String(bytes, StandardCharsets.UTF_8)
@@ -198,10 +339,14 @@ final class ArrowRows {
                 }
                 case Type.Int -> {
                     Int t = (Int) field.type(new Int());
-                    ByteBuffer data = nextBuffer();
                     int width = t.bitWidth() / 8;
+                    if (width != 1 && width != 2 && width != 4 && width != 8) {
+                        throw lie("column '" + name + "' has integers of " + t.bitWidth() + " bits");
+                    }
+                    ByteBuffer data = nextBuffer(name, length * width);
                     boolean signed = t.isSigned();
                     return r -> {
+                        spend(0);
                         if (!valid.at(r)) {
                             return JsonNull.INSTANCE;
                         }
@@ -216,34 +361,51 @@ final class ArrowRows {
                 }
                 case Type.FloatingPoint -> {
                     FloatingPoint t = (FloatingPoint) field.type(new FloatingPoint());
-                    ByteBuffer data = nextBuffer();
                     if (t.precision() == Precision.HALF) {
-                        throw new UserError(file.toString(), "column '" + field.name() + "' holds 16-bit floats, which "
+                        throw new UserError(file.toString(), "column '" + name + "' holds 16-bit floats, which "
                                 + "finetune does not read from Arrow files", "cast it to float32 or save as Parquet");
                     }
                     boolean single = t.precision() == Precision.SINGLE;
-                    return r -> !valid.at(r) ? JsonNull.INSTANCE
-                            : new JsonPrimitive(single ? data.getFloat(r * 4) : data.getDouble(r * 8));
+                    ByteBuffer data = nextBuffer(name, length * (single ? 4 : 8));
+                    return r -> {
+                        spend(0);
+                        return !valid.at(r) ? JsonNull.INSTANCE
+                                : new JsonPrimitive(single ? data.getFloat(r * 4) : data.getDouble(r * 8));
+                    };
                 }
                 case Type.Bool -> {
-                    ByteBuffer data = nextBuffer();
-                    return r -> !valid.at(r) ? JsonNull.INSTANCE : new JsonPrimitive(((data.get(r >> 3) >> (r & 7)) & 1) == 1);
+                    ByteBuffer data = nextBuffer(name, bits);
+                    return r -> {
+                        spend(0);
+                        return !valid.at(r) ? JsonNull.INSTANCE : new JsonPrimitive(((data.get(r >> 3) >> (r & 7)) & 1) == 1);
+                    };
                 }
                 case Type.List, Type.LargeList, Type.Map -> {
                     boolean large = type == Type.LargeList;
-                    ByteBuffer offsets = nextBuffer();
-                    Column child = column(field.children(0));
+                    ByteBuffer offsets = nextBuffer(name, (length + 1) * (large ? 8 : 4));
+                    if (field.childrenLength() != 1) {
+                        throw lie("list column '" + name + "' has " + field.childrenLength() + " child types");
+                    }
+                    Column child = column(field.children(0), 0, depth + 1);
                     boolean map = type == Type.Map;
                     return r -> {
+                        spend(0);
                         if (!valid.at(r)) {
                             return JsonNull.INSTANCE;
                         }
                         long from = large ? offsets.getLong(r * 8) : offsets.getInt(r * 4);
                         long to = large ? offsets.getLong((r + 1) * 8) : offsets.getInt((r + 1) * 4);
+                        if (from < 0 || to < from || to > Integer.MAX_VALUE) {
+                            throw lie("list " + r + " of column '" + name + "' claims elements " + from + " to " + to);
+                        }
                         if (map) {
                             JsonObject o = new JsonObject();
                             for (long i = from; i < to; i++) {
-                                JsonObject entry = child.get((int) i).getAsJsonObject();
+                                JsonElement e = child.get((int) i);
+                                if (!e.isJsonObject() || e.getAsJsonObject().size() == 0) {
+                                    throw lie("an entry of map column '" + name + "' is not a key and a value");
+                                }
+                                JsonObject entry = e.getAsJsonObject();
                                 var keys = entry.keySet().iterator();
                                 JsonElement key = entry.get(keys.next());
                                 o.add(key.isJsonPrimitive() ? key.getAsString() : key.toString(),
@@ -251,8 +413,9 @@ final class ArrowRows {
                             }
                             return o;
                         }
-                        JsonArray a = new JsonArray((int) (to - from));
+                        JsonArray a = new JsonArray();
                         for (long i = from; i < to; i++) {
+                            spend(0); // an element costs its slot, even a null one that costs no buffer
                             a.add(child.get((int) i));
                         }
                         return a;
@@ -260,14 +423,20 @@ final class ArrowRows {
                 }
                 case Type.FixedSizeList -> {
                     int size = ((org.apache.arrow.flatbuf.FixedSizeList) field.type(new org.apache.arrow.flatbuf.FixedSizeList())).listSize();
-                    Column child = column(field.children(0));
+                    if (size < 0 || field.childrenLength() != 1) {
+                        throw lie("fixed-size list column '" + name + "' claims lists of " + size);
+                    }
+                    Column child = column(field.children(0), 0, depth + 1);
                     return r -> {
+                        spend(0);
                         if (!valid.at(r)) {
                             return JsonNull.INSTANCE;
                         }
-                        JsonArray a = new JsonArray(size);
-                        for (int i = 0; i < size; i++) {
-                            a.add(child.get(r * size + i));
+                        JsonArray a = new JsonArray();
+                        for (long i = 0; i < size; i++) {
+                            spend(0);
+                            long index = (long) r * size + i;
+                            a.add(child.get(index > Integer.MAX_VALUE ? -1 : (int) index));
                         }
                         return a;
                     };
@@ -275,9 +444,10 @@ final class ArrowRows {
                 case Type.Struct_ -> {
                     List<Named> children = new ArrayList<>();
                     for (int i = 0; i < field.childrenLength(); i++) {
-                        children.add(new Named(field.children(i).name(), column(field.children(i))));
+                        children.add(new Named(field.children(i).name(), column(field.children(i), length, depth + 1)));
                     }
                     return r -> {
+                        spend(0);
                         if (!valid.at(r)) {
                             return JsonNull.INSTANCE;
                         }
@@ -288,7 +458,7 @@ final class ArrowRows {
                         return o;
                     };
                 }
-                default -> throw new UserError(file.toString(), "column '" + field.name() + "' has the Arrow type "
+                default -> throw new UserError(file.toString(), "column '" + name + "' has the Arrow type "
                         + Type.name(type) + ", which finetune does not read (" + length + " values)",
                         "cast it to a string, number, list or struct column, or save the data as Parquet");
             }

@@ -46,6 +46,8 @@ public final class Rows {
 
     /** The rows of one file. */
     public static void read(DatasetFiles.DataFile file, Consumer<JsonRows.Row> sink) {
+        // a FIFO or a device may never end, whatever its name says it holds
+        dev.finetune.recipes.BoundedFiles.requireRegular(file.path(), "the dataset");
         switch (file.format()) {
             case JSON -> JsonRows.read(file.path(), sink);
             case CSV -> CsvRows.read(file.path(), sink);
@@ -59,6 +61,13 @@ public final class Rows {
     static InputStream open(Path file) throws IOException {
         InputStream in = Files.newInputStream(file);
         return file.getFileName().toString().endsWith(".gz") ? new GZIPInputStream(in, 1 << 16) : in;
+    }
+
+    /** A Parquet or Arrow row over {@link dev.finetune.recipes.BoundedFiles#LINE_BYTES}, as JSON Lines bounds a line. */
+    static UserError rowTooLarge(Path file, long row) {
+        String limit = dev.finetune.recipes.BoundedFiles.size(dev.finetune.recipes.BoundedFiles.LINE_BYTES);
+        return new UserError(file + " row " + row, "row " + row + " is over " + limit + " (the limit for one row)",
+                "split the data into rows under " + limit);
     }
 
     static UserError unreadable(Path file, String format, Exception e) {

@@ -1,10 +1,8 @@
 package dev.finetune.trainers.data;
 
 import com.google.gson.JsonObject;
-import java.io.BufferedReader;
+import dev.finetune.recipes.BoundedFiles;
 import java.io.IOException;
-import java.io.InputStreamReader;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.util.function.Consumer;
 
@@ -12,15 +10,26 @@ import java.util.function.Consumer;
 final class TextRows {
     private TextRows() {}
 
+    /**
+     * Each line at most {@link BoundedFiles#LINE_BYTES}, as for JSON Lines: a file without line breaks is one clear
+     * error, not all memory. A line that is not UTF-8 is a row problem (datasets' builder fails on it too).
+     */
     static void read(Path file, Consumer<JsonRows.Row> sink) {
-        try (BufferedReader reader = new BufferedReader(new InputStreamReader(Rows.open(file), StandardCharsets.UTF_8))) {
-            String line;
-            int number = 0;
-            while ((line = reader.readLine()) != null) {
-                number++;
-                JsonObject row = new JsonObject();
-                row.addProperty("text", line);
-                sink.accept(new JsonRows.Row(row, file + ":" + number, null));
+        try (BoundedFiles.Lines lines = new BoundedFiles.Lines(file, Rows.open(file), BoundedFiles.LINE_BYTES,
+                "break the text into lines under " + BoundedFiles.size(BoundedFiles.LINE_BYTES) + " (one row each)")) {
+            for (BoundedFiles.Lines.Line read; (read = lines.next()) != null; ) {
+                String location = file + ":" + read.number();
+                if (read.text() == null) {
+                    sink.accept(new JsonRows.Row(null, location, new InvalidRow("the line is not valid UTF-8 text",
+                            "save the file as UTF-8 (or remove the line)")));
+                    continue;
+                }
+                // a lone \r ends a line too (str.splitlines, and the BufferedReader this reader used before)
+                for (String line : read.text().split("\r", -1)) {
+                    JsonObject row = new JsonObject();
+                    row.addProperty("text", line);
+                    sink.accept(new JsonRows.Row(row, location, null));
+                }
             }
         } catch (IOException e) {
             throw Rows.unreadable(file, "text", e);
