@@ -26,6 +26,8 @@ final class ModelSection {
     private String architectureName;
     /** {@code revision_of_model} when {@link #architectureName} is {@code base_model}. */
     private String architectureRevision;
+    /** {@code overrides_of_model_config}, read by {@link #model}: the architecture checks see the model as trained. */
+    private Map<String, Object> configOverrides = Map.of();
 
     ModelSection(Problems problems, Path recipeDir) {
         this.problems = problems;
@@ -117,11 +119,36 @@ final class ModelSection {
         List<String> eot = top.strings("eot_tokens", false);
         Mapping kwargs = top.mapping("chat_template_kwargs");
         String defaultSystemMessage = top.string("default_system_message", null);
+        this.configOverrides = configOverrides(top);
         this.architectureName = baseModelConfig != null ? baseModelConfig : baseModel;
         this.architectureRevision = baseModelConfig != null ? null : revision;
         return new Recipe.Model(baseModel, baseModelConfig, tokenizerConfig, trustRemoteCode, Map.copyOf(specialTokens),
                 chatTemplate, chatTemplateJinja, eot == null ? List.of() : eot, templateVariables(kwargs),
-                defaultSystemMessage, revision);
+                defaultSystemMessage, revision, configOverrides);
+    }
+
+    /**
+     * {@code overrides_of_model_config}, or {@code model_config}: the name Axolotl's schema reads it by (its alias),
+     * the one most recipes write. Both at once would be one setting given twice.
+     */
+    private Map<String, Object> configOverrides(KeyReader top) {
+        Mapping named = top.mapping("overrides_of_model_config");
+        Mapping alias = top.mapping("model_config");
+        if (named != null && alias != null) {
+            problems.error(top.at("model_config"), "model_config and overrides_of_model_config are one setting "
+                    + "(model_config is Axolotl's alias of it), given twice", "keep one of them");
+        }
+        Mapping given = named != null ? named : alias;
+        if (given == null) {
+            return Map.of();
+        }
+        for (YamlNode.Entry e : given.entries().values()) {
+            // where each overridden key is written: a refusal of one points at its line
+            problems.written("overrides_of_model_config." + e.key(), e.keyWhere());
+        }
+        @SuppressWarnings("unchecked")
+        Map<String, Object> values = (Map<String, Object>) YamlNode.plain(given);
+        return java.util.Collections.unmodifiableMap(new LinkedHashMap<>(values));
     }
 
     /**
@@ -253,7 +280,7 @@ final class ModelSection {
         }
         ModelSource source;
         try {
-            source = ModelSource.resolve(architectureName, architectureRevision, recipeDir, null);
+            source = ModelSource.resolve(architectureName, architectureRevision, recipeDir, null, configOverrides);
         } catch (UserError e) {
             return; // an unreadable config.json is the model loader's error to report, with its own message
         }

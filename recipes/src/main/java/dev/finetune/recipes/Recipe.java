@@ -34,6 +34,8 @@ public record Recipe(
      *     or {@code null}
      * @param revision {@code revision_of_model}: the hub branch, tag or commit of a hub {@code base_model};
      *     {@code null} for {@code main}
+     * @param configOverrides {@code overrides_of_model_config} (or Axolotl's alias {@code model_config}): config.json
+     *     values replaced before the model is built (model/ConfigOverrides); empty when none
      */
     public record Model(
             String baseModel,
@@ -46,7 +48,8 @@ public record Recipe(
             List<String> eotTokens,
             Map<String, Object> chatTemplateKwargs,
             String defaultSystemMessage,
-            String revision) {}
+            String revision,
+            Map<String, Object> configOverrides) {}
 
     /**
      * @param valSetSize fraction of the training rows held out for evaluation (0 = none)

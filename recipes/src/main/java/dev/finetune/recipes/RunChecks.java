@@ -4,6 +4,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import java.util.Set;
 
 /**
@@ -102,6 +103,34 @@ final class RunChecks {
         }
     }
 
+    /**
+     * {@code overrides_of_model_config} on the single-device trainer: a key that changes nothing it reads from
+     * config.json would be accepted and have no effect (transformers, on the worker, applies every key). Asked here
+     * when the model's config.json is at hand, else by the run as it starts, with the same function.
+     *
+     * @param config the model's config.json as written
+     */
+    static void requireConfigOverridesRead(Recipe recipe, ResolvedRun run, com.google.gson.JsonObject config,
+            Problems problems, Object where) {
+        Map<String, Object> overrides = recipe.model().configOverrides();
+        if (run.backend() != ResolvedRun.Backend.SINGLE || overrides.isEmpty()) {
+            return;
+        }
+        Object at = problems.at("overrides_of_model_config", problems.at("model_config", where));
+        try {
+            String unread = dev.finetune.recipes.model.ConfigOverrides.jvmRefusal(config, overrides);
+            if (unread != null) {
+                String first = dev.finetune.recipes.model.ConfigOverrides.unreadByJvm(config, overrides, "config.json")
+                        .get(0);
+                problems.error(problems.at("overrides_of_model_config." + first, at), unread,
+                        dev.finetune.recipes.model.ConfigOverrides.JVM_HINT);
+            }
+        } catch (UserError e) {
+            problems.error(at, "overrides_of_model_config makes the model's config unusable: " + e.getMessage(),
+                    e.hint());
+        }
+    }
+
     /** Whether an error was already said at {@code where}: one mistake, one error. */
     private static boolean refusedAt(Problems problems, Object where) {
         return problems.errors.stream().anyMatch(f -> f.where().equals(String.valueOf(where)));
@@ -162,6 +191,19 @@ final class RunChecks {
         }
     }
 
+    /** Whether validate read the model's own config.json (a local folder, or the HF cache), not the built-in table. */
+    private static boolean configAtHand(Recipe recipe, Path recipeDir) {
+        String name = recipe.model().baseModelConfig() != null ? recipe.model().baseModelConfig()
+                : recipe.model().baseModel();
+        try {
+            return name != null && dev.finetune.recipes.model.ModelSource.resolve(name, recipe.model().revision(),
+                    recipeDir, null) instanceof dev.finetune.recipes.model.ModelSource.Found f
+                    && !f.from().equals("built-in table");
+        } catch (UserError e) {
+            return false;
+        }
+    }
+
     /**
      * What this run's start still checks because only the machine can answer it, as {@code validate} prints it:
      * {@code validate} cannot know these.
@@ -174,6 +216,8 @@ final class RunChecks {
         }
         if (run.backend() == ResolvedRun.Backend.FSDP) {
             left.add("the worker's Python with torch, transformers and peft");
+        } else if (!recipe.model().configOverrides().isEmpty() && !configAtHand(recipe, recipeDir)) {
+            left.add("overrides_of_model_config against the model's config.json");
         }
         if (run.device() == ResolvedRun.Device.CUDA && run.backend() == ResolvedRun.Backend.FSDP) {
             left.add(run.perNode() + " CUDA device" + (run.perNode() == 1 ? "" : "s") + " on each node"

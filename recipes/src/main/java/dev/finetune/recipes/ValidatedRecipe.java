@@ -52,6 +52,9 @@ public record ValidatedRecipe(Recipe recipe, ResolvedRun run, BatchPlan plan, Li
             requireContext(recipe, architecture, problems, tree);
         }
         RunChecks.check(recipe, run, problems, tree.where());
+        if (architecture != null) {
+            RunChecks.requireConfigOverridesRead(recipe, run, architecture.json(), problems, tree.where());
+        }
         RunChecks.requireModelTemplate(recipe, recipeDir, problems);
         if (rows != null && recipe.objective() instanceof Recipe.Objective.Dpo) {
             checkPreferencePairs(recipe, problems);
@@ -138,7 +141,8 @@ public record ValidatedRecipe(Recipe recipe, ResolvedRun run, BatchPlan plan, Li
         try {
             // revision_of_model pins base_model's commit, not that of a separate base_model_config
             String revision = recipe.model().baseModelConfig() != null ? null : recipe.model().revision();
-            return ModelSource.resolve(name, revision, recipeDir, null) instanceof ModelSource.Found found ? found : null;
+            return ModelSource.resolve(name, revision, recipeDir, null, recipe.model().configOverrides())
+                    instanceof ModelSource.Found found ? found : null;
         } catch (UserError e) {
             problems.error(e.where(), e.getMessage(), e.hint());
             return null;

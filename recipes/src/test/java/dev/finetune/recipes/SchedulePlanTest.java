@@ -13,7 +13,7 @@ class SchedulePlanTest {
     private static Recipe recipe(Integer maxSteps, Integer warmupSteps, Double warmupRatio, EvalStrategy evalStrategy,
             Double evalSteps, Double saveSteps, Integer savesPerEpoch, int loraRank) {
         Recipe.Model model = new Recipe.Model("configs/models/stories260K", null, null, false, Map.of(), null, null,
-                List.of(), Map.of(), null, null);
+                List.of(), Map.of(), null, null, Map.of());
         AdapterSpec adapter = new AdapterSpec.Lora(loraRank, 16, 0.05, List.of("q_proj", "v_proj"), false, false, null);
         Recipe.Data data = new Recipe.Data(List.of(), List.of(), 0.1, null, false, Recipe.ExcessLength.DROP, false, DataSelection.DEFAULTS);
         Recipe.Training training = new Recipe.Training(256, true, true, 256, false, 3, maxSteps, 2e-4, LrScheduler.COSINE,

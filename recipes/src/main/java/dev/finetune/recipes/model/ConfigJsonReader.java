@@ -28,6 +28,16 @@ final class ConfigJsonReader {
 
     /** Reads and validates {@code dir/config.json}. */
     static ModelConfig read(Path dir) {
+        return read(dir, java.util.Map.of());
+    }
+
+    /** {@code dir/config.json} with {@code overrides_of_model_config} applied ({@link ConfigOverrides}). */
+    static ModelConfig read(Path dir, java.util.Map<String, Object> overrides) {
+        return fromJson(ConfigOverrides.apply(json(dir), overrides), dir.resolve("config.json").toString());
+    }
+
+    /** {@code dir/config.json} as written. */
+    static JsonObject json(Path dir) {
         Path file = dir.resolve("config.json");
         if (!Files.exists(file)) {
             throw new UserError(file.toString(), "cannot read model config: no config.json in " + dir,
@@ -42,7 +52,7 @@ final class ConfigJsonReader {
             throw new UserError(file.toString(), "not a JSON object (" + ModelConfig.jsonProblem(e) + ")",
                     "check the file is a Hugging Face config.json");
         }
-        return fromJson(json, file.toString());
+        return json;
     }
 
     /** Builds the record from a parsed {@code config.json}; {@code where} names the source in error messages. */

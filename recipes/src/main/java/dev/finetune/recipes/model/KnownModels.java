@@ -35,10 +35,13 @@ public final class KnownModels {
             List.of("rope_type", "factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings");
 
     private static final Map<String, ModelConfig> BY_NAME;
+    /** Each row's config.json, for a recipe's {@code overrides_of_model_config}. */
+    private static final Map<String, JsonObject> JSON_BY_NAME;
     private static final List<String> CANONICAL;
 
     static {
         Map<String, ModelConfig> byName = new LinkedHashMap<>();
+        Map<String, JsonObject> jsonByName = new LinkedHashMap<>();
         List<String> canonical = new ArrayList<>();
         List<String> columns = null;
         try (InputStream in = KnownModels.class.getResourceAsStream(TABLE)) {
@@ -62,13 +65,16 @@ public final class KnownModels {
                     throw new IllegalStateException(TABLE + ":" + number + ": " + cells.size() + " cells, header has " + columns.size());
                 }
                 String name = cells.get(0);
-                ModelConfig config = ModelConfig.fromJson(configJson(columns, cells, number), TABLE + ":" + number);
+                JsonObject json = configJson(columns, cells, number);
+                ModelConfig config = ModelConfig.fromJson(json, TABLE + ":" + number);
                 canonical.add(name);
                 byName.put(key(name), config);
+                jsonByName.put(key(name), json);
                 String aliases = cells.get(1);
                 if (!aliases.equals("-")) {
                     for (String alias : aliases.split(",")) {
                         byName.put(key(alias), config);
+                        jsonByName.put(key(alias), json);
                     }
                 }
             }
@@ -76,6 +82,7 @@ public final class KnownModels {
             throw new UncheckedIOException(e);
         }
         BY_NAME = Collections.unmodifiableMap(byName);
+        JSON_BY_NAME = Collections.unmodifiableMap(jsonByName);
         CANONICAL = List.copyOf(canonical);
     }
 
@@ -84,6 +91,11 @@ public final class KnownModels {
     /** The architecture of a hub model by name (case-insensitive), or empty when we do not know it. */
     public static Optional<ModelConfig> lookup(String hubName) {
         return Optional.ofNullable(BY_NAME.get(key(hubName)));
+    }
+
+    /** The row of a hub model as the config.json it stands for (a copy), or empty when we do not know it. */
+    static Optional<JsonObject> json(String hubName) {
+        return Optional.ofNullable(JSON_BY_NAME.get(key(hubName))).map(JsonObject::deepCopy);
     }
 
     /** The canonical hub names, in table order (aliases left out). */

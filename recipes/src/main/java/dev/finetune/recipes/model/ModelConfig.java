@@ -198,6 +198,16 @@ public record ModelConfig(
         return ConfigJsonReader.read(dir);
     }
 
+    /** {@code dir/config.json} as the recipe's {@code overrides_of_model_config} changes it ({@link ConfigOverrides}). */
+    public static ModelConfig read(Path dir, java.util.Map<String, Object> overrides) {
+        return ConfigJsonReader.read(dir, overrides);
+    }
+
+    /** {@code dir/config.json} as written, parsed (its errors as {@link #read} reports them). */
+    public static JsonObject json(Path dir) {
+        return ConfigJsonReader.json(dir);
+    }
+
     /** A JSON parser's complaint without the library's class names and links ({@link JsonProblems}). */
     public static String jsonProblem(RuntimeException e) {
         return dev.finetune.recipes.JsonProblems.reason(e);

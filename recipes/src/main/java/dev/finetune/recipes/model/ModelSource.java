@@ -1,5 +1,6 @@
 package dev.finetune.recipes.model;
 
+import com.google.gson.JsonObject;
 import com.google.gson.JsonParseException;
 import com.google.gson.JsonParser;
 import dev.finetune.recipes.UserError;
@@ -9,6 +10,7 @@ import dev.finetune.recipes.hub.RepoType;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.Map;
 import java.util.Optional;
 
 /**
@@ -18,8 +20,13 @@ import java.util.Optional;
  */
 public sealed interface ModelSource {
 
-    /** The architecture was found; {@code from} says where, for the plan's header. */
-    record Found(ModelConfig config, String from) implements ModelSource {}
+    /**
+     * The architecture was found; {@code from} says where, for the plan's header.
+     *
+     * @param config the architecture, {@code overrides_of_model_config} applied
+     * @param json the config.json it was read from, as written (before the overrides)
+     */
+    record Found(ModelConfig config, String from, JsonObject json) implements ModelSource {}
 
     /**
      * A remote model we have no table entry for. Not an error for {@code validate}; {@code plan} needs the numbers.
@@ -40,23 +47,33 @@ public sealed interface ModelSource {
      * @param modelConfig a {@code config.json} file or a directory holding one; {@code null} when not given
      */
     static ModelSource resolve(String baseModel, String revision, Path recipeDir, Path modelConfig) {
+        return resolve(baseModel, revision, recipeDir, modelConfig, Map.of());
+    }
+
+    /** As {@link #resolve(String, String, Path, Path)}, with the recipe's {@code overrides_of_model_config} applied. */
+    static ModelSource resolve(String baseModel, String revision, Path recipeDir, Path modelConfig,
+            Map<String, Object> overrides) {
         if (modelConfig != null) {
             Path file = Files.isDirectory(modelConfig) ? modelConfig.resolve("config.json") : modelConfig;
-            return new Found(readFile(file), file.toString());
+            return found(readFile(file), file.toString(), file.toString(), overrides);
         }
         Path local = recipeDir == null ? Path.of(baseModel) : recipeDir.resolve(baseModel);
         if (Files.isDirectory(local)) {
-            return new Found(ModelConfig.read(local), "its config.json");
+            return found(ModelConfig.json(local), "its config.json", local.resolve("config.json").toString(), overrides);
         }
         Optional<Path> cached = cachedConfig(HubEnvironment.current().cache(), baseModel, revision);
         if (cached.isPresent()) {
             Path snapshot = cached.get().getParent();
-            return new Found(readFile(cached.get()), "config.json in the HF cache, commit "
-                    + snapshot.getFileName().toString().substring(0, 7));
+            return found(readFile(cached.get()), "config.json in the HF cache, commit "
+                    + snapshot.getFileName().toString().substring(0, 7), cached.get().toString(), overrides);
         }
-        return KnownModels.lookup(baseModel)
-                .<ModelSource>map(c -> new Found(c, "built-in table"))
+        return KnownModels.json(baseModel)
+                .<ModelSource>map(json -> found(json, "built-in table", "the built-in table's " + baseModel, overrides))
                 .orElseGet(() -> new Unknown(baseModel));
+    }
+
+    private static Found found(JsonObject json, String from, String where, Map<String, Object> overrides) {
+        return new Found(ModelConfig.fromJson(ConfigOverrides.apply(json, overrides), where), from, json);
     }
 
     /** {@code config.json} of a hub model at {@code revision} in the cache, when the cache resolved it. */
@@ -72,11 +89,11 @@ public sealed interface ModelSource {
         }
     }
 
-    private static ModelConfig readFile(Path file) {
+    private static JsonObject readFile(Path file) {
         try {
             String text = dev.finetune.recipes.BoundedFiles.readText(file,
                     dev.finetune.recipes.BoundedFiles.CONFIG_BYTES, "the model config");
-            return ModelConfig.fromJson(JsonParser.parseString(text).getAsJsonObject(), file.toString());
+            return JsonParser.parseString(text).getAsJsonObject();
         } catch (JsonParseException | IllegalStateException e) {
             throw new UserError(file.toString(), "not a JSON object: " + ModelConfig.jsonProblem(e),
                     "check the file is a Hugging Face config.json");

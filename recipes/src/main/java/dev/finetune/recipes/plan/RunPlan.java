@@ -36,7 +36,7 @@ public record RunPlan(MemoryPlan memory, TimeModel.Estimate time, String noTime)
         Recipe r = validated.recipe();
         String base = planned(r);
         return ModelSource.resolve(base, base.equals(r.model().baseModel()) ? r.model().revision() : null,
-                recipeDir, modelConfig);
+                recipeDir, modelConfig, r.model().configOverrides());
     }
 
     /** {@code base_model_config} where given, else {@code base_model}: the model whose shape is planned. */

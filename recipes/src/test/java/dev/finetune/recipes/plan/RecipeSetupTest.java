@@ -50,7 +50,7 @@ class RecipeSetupTest {
     static Recipe recipe(AdapterSpec adapter, Recipe.Flag bf16, Optimizer optimizer, boolean checkpointing,
             Recipe.Objective objective, Recipe.Fsdp fsdp, Recipe.Hardware hardware, Recipe.Speedups speedups) {
         return new Recipe(
-                new Recipe.Model("meta-llama/Llama-3.1-8B", null, null, false, Map.of(), null, null, List.of(), Map.of(), null, null),
+                new Recipe.Model("meta-llama/Llama-3.1-8B", null, null, false, Map.of(), null, null, List.of(), Map.of(), null, null, Map.of()),
                 adapter,
                 new Recipe.Data(List.of(), List.of(), 0, null, false, Recipe.ExcessLength.DROP, false, DataSelection.DEFAULTS),
                 new Recipe.Training(2048, true, true, 2048, true, 1, null, 2e-4, dev.finetune.recipes.LrScheduler.COSINE, 0, 0, false, null, null, 

@@ -46,7 +46,7 @@ final class BuiltModel {
             factory.requireMatches();
             built = new BuiltModel(model, new TrainedWeights.Adapter(spec, factory));
         } else {
-            built = new BuiltModel(LlamaModel.load(modelDir, manager, LoadOptions.fullFineTune()), new TrainedWeights.Full());
+            built = new BuiltModel(LlamaModel.load(modelDir, manager, LoadOptions.fullFineTune()), new TrainedWeights.Full(modelDir));
         }
         built.model.setBfloat16Compute(validated.run().precision() == PrecisionRegime.CPU_BF16_AUTOCAST);
         return built;

@@ -6,6 +6,8 @@ import dev.finetune.recipes.DatasetSpec;
 import dev.finetune.recipes.Recipe;
 import dev.finetune.recipes.ReferenceModel;
 import dev.finetune.recipes.ResolvedRun;
+import dev.finetune.recipes.model.ConfigOverrides;
+import dev.finetune.recipes.model.ModelConfig;
 import dev.finetune.recipes.ResumeInvariants;
 import dev.finetune.recipes.SchedulePlan;
 import dev.finetune.recipes.UserError;
@@ -72,6 +74,14 @@ public final class SingleDeviceBackend {
         CheckpointWriter.SINGLE.requireCanResume(Path.of(recipe.output().outputDir()), recipe.output().resume());
         // what this trainer refuses (optimizers, model families) or leaves unused (dataset_prepared_path) validate
         // said already: RunChecks
+        if (!recipe.model().configOverrides().isEmpty()) {
+            // validate asks this too when the model's config.json is at hand; a hub model's is here only now
+            String unread = ConfigOverrides.jvmRefusal(ModelConfig.json(HubModels.resolve(recipe.model()).folder()),
+                    recipe.model().configOverrides());
+            if (unread != null) {
+                throw new UserError("overrides_of_model_config", unread, ConfigOverrides.JVM_HINT);
+            }
+        }
         Path modelDir = HubModels.base(recipe.model());
         Engine.getInstance();
         clock.lap("engine");

@@ -52,8 +52,11 @@ sealed interface TrainedWeights {
     /** Writes the result into {@code outputDir} in Hugging Face layout; {@code baseModel} as the recipe names it. */
     void save(LlamaModel model, Path outputDir, String baseModel) throws IOException;
 
-    /** Every parameter trains; the result is {@code model.safetensors} with the base model's {@code config.json}. */
-    record Full() implements TrainedWeights {
+    /**
+     * Every parameter trains; the result is {@code model.safetensors} with the {@code config.json} of the folder the
+     * weights were loaded from (the recipe's {@code overrides_of_model_config} applied, as trained: HubModels.base).
+     */
+    record Full(Path modelDir) implements TrainedWeights {
         @Override
         public Optional<AdapterSwitch> adapters() {
             return Optional.empty();
@@ -86,7 +89,7 @@ sealed interface TrainedWeights {
 
         @Override
         public void writeConfig(Path folder, String baseModel) throws IOException {
-            Files.copy(Path.of(baseModel).resolve("config.json"), folder.resolve("config.json"));
+            Files.copy(modelDir.resolve("config.json"), folder.resolve("config.json"));
         }
 
         @Override
@@ -98,7 +101,7 @@ sealed interface TrainedWeights {
             Path staging = Files.createTempDirectory(outputDir, ".model-");
             SafetensorsWriter.write(staging.resolve("model.safetensors"), weights, SafetensorsDtype.F32,
                     Map.of("format", "pt"));
-            Files.copy(Path.of(baseModel).resolve("config.json"), staging.resolve("config.json"));
+            Files.copy(modelDir.resolve("config.json"), staging.resolve("config.json"));
             publish(staging, outputDir, List.of("model.safetensors", "config.json"));
         }
     }

@@ -24,7 +24,9 @@ public final class HubModels {
 
     /** {@code base_model}'s folder: config, weights and tokenizer. */
     public static Path base(Recipe.Model model) {
-        return folder(model.baseModel(), model.revision(), ModelFiles.TRAINING, "base_model");
+        // overrides_of_model_config: a folder whose config.json has them, so every reader sees the model as trained
+        return ConfiguredModel.of(folder(model.baseModel(), model.revision(), ModelFiles.TRAINING, "base_model"),
+                model.configOverrides());
     }
 
     /** The tokenizer's folder: {@code tokenizer_config}'s when set, else {@code base_model}'s. */
