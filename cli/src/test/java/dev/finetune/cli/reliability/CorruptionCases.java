@@ -54,11 +54,19 @@ final class CorruptionCases {
                     Files.writeString(out.resolve("checkpoint-2/finetune_state.json"), "\u0000\u0001garbage");
                     return Case.Invocation.of(recipe(dir, sft()).toString(), "max_steps=3", "resume_from_checkpoint=true");
                 }),
-                Case.works("checksums missing in newest: falls back", CORRUPTION, "resuming from checkpoint-1 instead",
-                        dir -> {
+                // #26: never passed over (the run would save over it) nor used unchecked: refused, naming the file
+                Case.refused("checksums missing in newest: refused", CORRUPTION,
+                        "checkpoint-2/checksums.sha256: checkpoint-2 has no checksums.sha256", dir -> {
                             Path out = Fixtures.finishedRun(dir.resolve("work/out"));
                             Files.delete(out.resolve("checkpoint-2/checksums.sha256"));
                             return resume(dir, out, "max_steps=3");
+                        }).training(),
+                Case.refused("checksums missing in the checkpoint named: refused", CORRUPTION,
+                        "checkpoint-1 has no checksums.sha256", dir -> {
+                            Path out = Fixtures.finishedRun(dir.resolve("work/out"));
+                            Files.delete(out.resolve("checkpoint-1/checksums.sha256"));
+                            return Case.Invocation.of(recipe(dir, sft()).toString(), "max_steps=3",
+                                    "resume_from_checkpoint=" + out.resolve("checkpoint-1"));
                         }).training(),
                 Case.refused("resume from a Hugging Face Trainer checkpoint", CORRUPTION,
                         "is a Hugging Face Trainer checkpoint", dir -> {

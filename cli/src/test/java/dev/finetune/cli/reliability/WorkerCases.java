@@ -64,8 +64,8 @@ final class WorkerCases {
                             "max_steps=3", "resume_from_checkpoint=checkpoint-2");
                 }).fsdp().then((dir, o) -> assertFalse(Files.exists(dir.resolve("PWNED")),
                         "the crafted metadata ran its command")),
-                Case.works("fsdp checkpoint without checksums.sha256: passed over, saying so", UNTRUSTED,
-                        "resuming from checkpoint-1 instead", dir -> {
+                Case.refused("fsdp checkpoint without checksums.sha256: refused", UNTRUSTED,
+                        "checkpoint-2 has no checksums.sha256", dir -> {
                             Path out = Fixtures.finishedFsdpRun(dir.resolve("work/out"));
                             Files.delete(out.resolve("checkpoint-2/checksums.sha256"));
                             return Case.Invocation.of(recipe(dir, sft()).toString(), "backend=fsdp",

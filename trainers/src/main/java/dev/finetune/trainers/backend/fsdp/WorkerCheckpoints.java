@@ -149,7 +149,7 @@ final class WorkerCheckpoints {
         List<String> lines;
         try {
             if (!Files.isRegularFile(file)) {
-                throw new CheckpointStore.Damaged(folder, "no " + CHECKSUMS + " (written by an older build)");
+                throw new Checksums.Unverified(folder, CHECKSUMS);
             }
             if (Files.size(file) > MAX_MANIFEST_BYTES) {
                 throw new CheckpointStore.Damaged(folder, CHECKSUMS + " is too large to be a manifest");

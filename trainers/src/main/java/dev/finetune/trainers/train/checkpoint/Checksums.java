@@ -72,8 +72,7 @@ public final class Checksums {
         List<String> lines;
         try {
             if (!Files.isRegularFile(file)) {
-                throw new CheckpointStore.Damaged(folder, "no " + manifest + " (written by an older build, or not "
-                        + "by finetune)");
+                throw new Unverified(folder, manifest);
             }
             if (Files.size(file) > MAX_MANIFEST_BYTES) {
                 throw new CheckpointStore.Damaged(folder, manifest + " is too large to be a manifest");
@@ -99,6 +98,22 @@ public final class Checksums {
             throw new CheckpointStore.Damaged(folder, manifest + " has a malformed line");
         }
         return sums;
+    }
+
+    /**
+     * A checkpoint without its manifest (#26): nothing shows its files are the ones saved, so it is refused, never
+     * passed over for an older one (the run would then save over it) and never used unchecked. The user who trusts
+     * it accepts it explicitly, by writing the manifest the hint gives; it then resumes like any other.
+     */
+    public static final class Unverified extends dev.finetune.recipes.UserError {
+        public Unverified(Path folder, String manifest) {
+            super(folder.resolve(manifest).toString(), folder.getFileName() + " has no " + manifest + ", so nothing "
+                    + "shows its files are the ones saved (written by an older build, or not by finetune): refused",
+                    "if you trust its files, accept them by writing the manifest: cd '" + folder + "' && find . -type f"
+                            + " ! -name " + manifest + " -printf '%P\\0' | sort -z | xargs -0 sha256sum > " + manifest
+                            + "; else resume from an older checkpoint (resume_from_checkpoint: <its folder>) or start "
+                            + "over in another output_dir");
+        }
     }
 
     /** The file's SHA-256 in lower-case hex. */

@@ -44,6 +44,31 @@ class CheckpointStoreTest {
         }
     }
 
+    /**
+     * #26: a checkpoint without its manifest is refused, naming the file, never used unchecked; the command the hint
+     * gives (the user's explicit acceptance) writes a manifest that then verifies, and a changed file still fails.
+     */
+    @Test
+    void aCheckpointWithoutChecksumsIsRefusedUntilTheHintsCommandAcceptsIt(@TempDir Path dir) throws Exception {
+        CheckpointStore store = new CheckpointStore(dir, 0);
+        Path folder;
+        try (NDManager manager = NDManager.newBaseManager()) {
+            folder = store.save(List.of(new NamedArray("layer.weight", manager.create(new float[] {1f, 2f}))),
+                    List.of(), state(3, Map.of()), "{}", extra -> {}, temporary -> {});
+        }
+        Files.delete(folder.resolve(CheckpointStore.CHECKSUMS));
+        Checksums.Unverified refused = assertThrows(Checksums.Unverified.class, () -> CheckpointStore.verify(folder));
+        assertEquals(folder.resolve(CheckpointStore.CHECKSUMS).toString(), refused.where());
+        assertTrue(refused.getMessage().startsWith("checkpoint-3 has no checksums.sha256"), refused.getMessage());
+        String command = refused.hint().substring(refused.hint().indexOf("cd "), refused.hint().indexOf("; else"));
+        Process p = new ProcessBuilder("bash", "-c", command).redirectErrorStream(true).start();
+        String out = new String(p.getInputStream().readAllBytes());
+        assertEquals(0, p.waitFor(), out);
+        assertEquals(3, CheckpointStore.verify(folder).globalStep());
+        Files.writeString(folder.resolve(CheckpointStore.STATE), "{}");
+        assertThrows(CheckpointStore.Damaged.class, () -> CheckpointStore.verify(folder));
+    }
+
     @Test
     void oldCheckpointsGoOnlyAfterTheNewOneIsCompleteAndLeftoversAreCleaned(@TempDir Path dir) throws Exception {
         CheckpointStore store = new CheckpointStore(dir, 2);
