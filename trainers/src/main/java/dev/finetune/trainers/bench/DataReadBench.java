@@ -9,6 +9,7 @@ import dev.finetune.trainers.data.DataPipeline;
 import dev.finetune.trainers.data.Rows;
 import dev.finetune.trainers.hub.DatasetFiles;
 import dev.finetune.trainers.text.Tokenizer;
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
@@ -19,16 +20,29 @@ import java.util.Locale;
  * readers cost) and into tokenized examples through the SFT pipeline (what a run pays; the tokenizer dominates).
  * Runs alternate between the formats and the median of each is printed: run it alone on the machine.
  *
- * <p>{@code java -cp cli/target/finetune.jar dev.finetune.trainers.bench.DataReadBench DIR [REPEATS] [TOKENIZER_DIR]},
- * DIR holding {@code rows.parquet} and {@code rows.jsonl} (trainers/src/main/python/bench/write_rows.py writes them).
+ * <p>From the repository root: {@code java -cp cli/target/finetune.jar dev.finetune.trainers.bench.DataReadBench DIR
+ * [REPEATS] [ROWS] [TOKENIZER_DIR]}. DIR holds {@code rows.parquet} and {@code rows.jsonl}; when it does not, they are
+ * written first with ROWS rows (default 1,000,000) by trainers/src/main/python/bench/write_rows.py with the venv's
+ * pyarrow, so one command measures.
  */
 public final class DataReadBench {
     private DataReadBench() {}
 
-    public static void main(String[] args) {
+    public static void main(String[] args) throws Exception {
         Path dir = Path.of(args[0]);
         int repeats = args.length > 1 ? Integer.parseInt(args[1]) : 3;
-        Path tokenizerDir = Path.of(args.length > 2 ? args[2] : "configs/models/stories260K");
+        int rows = args.length > 2 ? Integer.parseInt(args[2]) : 1_000_000;
+        // the repository: the working directory, or -Dfinetune.home (as ./finetune sets it)
+        Path home = Path.of(System.getProperty("finetune.home", "."));
+        Path tokenizerDir = args.length > 3 ? Path.of(args[3]) : home.resolve("configs/models/stories260K");
+        if (!Files.isRegularFile(dir.resolve("rows.parquet")) || !Files.isRegularFile(dir.resolve("rows.jsonl"))) {
+            Process write = new ProcessBuilder(home.resolve(".venv/bin/python").toString(),
+                    home.resolve("trainers/src/main/python/bench/write_rows.py").toString(), Integer.toString(rows),
+                    dir.toString()).inheritIO().start();
+            if (write.waitFor() != 0) {
+                throw new IllegalStateException("write_rows.py failed (run from the repository root, with .venv)");
+            }
+        }
         List<DataFormat> formats = List.of(DataFormat.PARQUET, DataFormat.JSON);
         for (String stage : List.of("rows", "examples")) {
             List<List<Double>> rates = List.of(new ArrayList<>(), new ArrayList<>());
