@@ -122,6 +122,9 @@ final class ModelSection {
         this.configOverrides = configOverrides(top);
         this.architectureName = baseModelConfig != null ? baseModelConfig : baseModel;
         this.architectureRevision = baseModelConfig != null ? null : revision;
+        if (top.bool("resize_token_embeddings_to_32x")) {
+            requireEmbeddingsAMultipleOf32(top.at("resize_token_embeddings_to_32x"));
+        }
         return new Recipe.Model(baseModel, baseModelConfig, tokenizerConfig, trustRemoteCode, Map.copyOf(specialTokens),
                 chatTemplate, chatTemplateJinja, eot == null ? List.of() : eot, templateVariables(kwargs),
                 defaultSystemMessage, revision, configOverrides);
@@ -292,6 +295,36 @@ final class ModelSection {
         for (LoraTargets.Unmatched u : LoraTargets.of(targets).unmatched(modules)) {
             Object where = top.at("lora_target_modules");
             problems.error(where, u.message(found.config().modelType() + " model (" + found.from() + ")"), u.hint(linears));
+        }
+    }
+
+    /**
+     * {@code resize_token_embeddings_to_32x}: Axolotl grows the embedding (and head) to the tokenizer's size rounded up
+     * to a multiple of 32, when it has fewer rows; the new rows are logits every softmax sees. finetune adds no tokens,
+     * so with a {@code vocab_size} that is a multiple of 32 Axolotl changes nothing either and the key is accepted; any
+     * other model would train with rows finetune does not add, and is refused.
+     */
+    private void requireEmbeddingsAMultipleOf32(Object where) {
+        ModelSource source = null;
+        try {
+            source = architectureName == null || architectureName.isBlank() ? null
+                    : ModelSource.resolve(architectureName, architectureRevision, recipeDir, null, configOverrides);
+        } catch (UserError e) {
+            // an unreadable config.json is the model loader's error to report, with its own message
+        }
+        if (!(source instanceof ModelSource.Found found)) {
+            problems.error(where, "resize_token_embeddings_to_32x: true needs the model's vocab_size, and its config.json "
+                    + "is not at hand: finetune resizes no embeddings, so it accepts the key only where Axolotl's "
+                    + "resize changes nothing (a vocab_size that is a multiple of 32)", "run 'finetune download "
+                    + architectureName + "' (validate then reads its config.json), or remove the key");
+            return;
+        }
+        int vocab = found.config().vocabSize();
+        if (vocab % 32 != 0) {
+            problems.error(where, "resize_token_embeddings_to_32x: true is unsupported for this model: its vocab_size "
+                    + vocab + " (" + found.from() + ") is not a multiple of 32, and Axolotl would add up to "
+                    + (32 - vocab % 32) + " embedding rows that finetune does not (the softmax would differ)",
+                    "remove it: finetune trains the model's own " + vocab + " rows");
         }
     }
 

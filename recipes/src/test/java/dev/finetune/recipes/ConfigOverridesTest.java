@@ -75,4 +75,20 @@ class ConfigOverridesTest {
         ValidatedRecipe worker = ValidatedRecipe.load(dropout, List.of("backend=fsdp"));
         assertEquals(ResolvedRun.Backend.FSDP, worker.run().backend());
     }
+
+    /** resize_token_embeddings_to_32x is accepted exactly where Axolotl's resize adds no row. */
+    @Test
+    void resizeTo32xIsAcceptedWhereItChangesNothing(@TempDir Path dir) throws IOException {
+        ValidatedRecipe.load(recipe(dir, "resize_token_embeddings_to_32x: true\n"), List.of()); // 512 rows
+        InvalidRecipe odd = assertThrows(InvalidRecipe.class, () -> ValidatedRecipe.load(recipe(dir,
+                "resize_token_embeddings_to_32x: true\noverrides_of_model_config: {vocab_size: 500}\n"), List.of()));
+        assertEquals(1, odd.errors().size(), odd.errors().toString());
+        assertTrue(odd.errors().get(0).message().startsWith("resize_token_embeddings_to_32x: true is unsupported for "
+                + "this model: its vocab_size 500"), odd.errors().toString());
+        assertTrue(odd.errors().get(0).where().endsWith("r.yaml:7:33"), odd.errors().toString());
+        Path hub = recipe(dir, "resize_token_embeddings_to_32x: true\n");
+        Files.writeString(hub, Files.readString(hub).replace("base_model: " + STORIES, "base_model: org/unknown-model"));
+        InvalidRecipe unknown = assertThrows(InvalidRecipe.class, () -> ValidatedRecipe.load(hub, List.of()));
+        assertTrue(unknown.errors().get(0).message().contains("is not at hand"), unknown.errors().toString());
+    }
 }

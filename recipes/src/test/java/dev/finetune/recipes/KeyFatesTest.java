@@ -36,6 +36,8 @@ class KeyFatesTest {
             Map.entry("bnb_config_kwargs.bnb_4bit_quant_type", "nf4 is the only value accepted"),
             Map.entry("dp_shard_size", "FSDP2 shards over every rank: any other size is refused"),
             Map.entry("hardware.cpu", "hardware: cpu is the same; {cpu: false} means the GPUs the block names"),
+            Map.entry("resize_token_embeddings_to_32x", "accepted only where the vocabulary is a multiple of 32 already "
+                    + "(Axolotl's resize then adds nothing); refused elsewhere"),
             // dataset source keys: issue 23 ("hub") reads them into DatasetSpec; until then they are read and dropped
             Map.entry("datasets[].name", "issue 23"), Map.entry("datasets[].data_files", "issue 23"),
             Map.entry("datasets[].ds_type", "issue 23"), Map.entry("datasets[].revision", "issue 23"),
