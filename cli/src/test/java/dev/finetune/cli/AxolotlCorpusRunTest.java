@@ -106,7 +106,8 @@ class AxolotlCorpusRunTest {
         // what belongs to the model replaced: its config and tokenizer sources, its special and turn-end tokens
         for (String key : List.of("base_model_config", "tokenizer_config", "special_tokens", "eot_tokens",
                 "lora_model_dir", "resume_from_checkpoint", "auto_resume_from_checkpoints", "revision_of_model",
-                "model_revision", "num_epochs", "hub_model_id", "deepspeed")) {
+                "model_revision", "model_config", "overrides_of_model_config", "num_epochs", "hub_model_id",
+                "deepspeed")) {
             recipe.remove(key);
         }
         if ("tokenizer_default".equals(recipe.get("chat_template"))) {

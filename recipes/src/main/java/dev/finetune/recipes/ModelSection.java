@@ -69,6 +69,13 @@ final class ModelSection {
             baseModel = dir.toString();
         }
         String revision = top.string("revision_of_model", null);
+        // model_revision is the name Axolotl's schema reads revision_of_model by (its alias): it picks the commit trained
+        String aliasRevision = top.string("model_revision", null);
+        if (revision != null && aliasRevision != null) {
+            problems.error(top.at("model_revision"), "model_revision and revision_of_model are one setting "
+                    + "(model_revision is Axolotl's alias of it), given twice", "keep one of them");
+        }
+        revision = revision != null ? revision : aliasRevision;
         String baseModelConfig = top.string("base_model_config", null);
         String tokenizerConfig = top.string("tokenizer_config", null);
         boolean trustRemoteCode = top.bool("trust_remote_code");

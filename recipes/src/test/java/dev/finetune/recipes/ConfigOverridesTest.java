@@ -91,4 +91,14 @@ class ConfigOverridesTest {
         InvalidRecipe unknown = assertThrows(InvalidRecipe.class, () -> ValidatedRecipe.load(hub, List.of()));
         assertTrue(unknown.errors().get(0).message().contains("is not at hand"), unknown.errors().toString());
     }
+
+    /** model_revision, Axolotl's alias of revision_of_model, pins the commit trained as the key itself does. */
+    @Test
+    void modelRevisionIsRevisionOfModel(@TempDir Path dir) throws IOException {
+        ValidatedRecipe alias = ValidatedRecipe.load(recipe(dir, "model_revision: v1.0\n"), List.of());
+        assertEquals("v1.0", alias.recipe().model().revision());
+        InvalidRecipe both = assertThrows(InvalidRecipe.class, () -> ValidatedRecipe.load(recipe(dir,
+                "model_revision: v1.0\nrevision_of_model: main\n"), List.of()));
+        assertEquals(1, both.errors().size(), both.errors().toString());
+    }
 }
