@@ -11,11 +11,44 @@ plan estimates for CPU ranks). The load peak is taken when the model is loaded, 
 (``/proc/self/clear_refs``; ``reset_peak_memory_stats`` on CUDA), so the step-1 peak is the training's own.
 """
 
+import ctypes
+import os
 import resource
 
 import torch
 
 TERMS = ("weights", "adapter", "gradients", "optimizer_state")
+
+
+# glibc's mallopt() parameter (malloc.h) and the value it starts a process with
+_M_MMAP_THRESHOLD = -3
+MMAP_THRESHOLD = 128 << 10
+
+
+def steady_heap():
+    """Keeps glibc's mmap threshold at its starting 128 KiB, so that every tensor of 128 KiB or more gets pages of its
+    own and gives them back when freed: the resident set then follows the live tensors, which is what the memory plan
+    counts. Call before the model is loaded.
+
+    glibc raises the threshold to the size of each mmapped block that is freed (up to 32 MiB): after the load frees
+    its 17 MiB fp32 staging copies, every activation below that comes from the brk heap, whose holes between tensors
+    kept for backward are neither reused well nor returned. Measured (VmHWM after step 1, CPU, fp32 LoRA): a
+    Qwen2.5-0.5B-shaped model at sequence 512 peaked at 4,861 MiB with the adaptive threshold and 3,813 MiB with it
+    fixed (plan 3,816 MiB), its forward grew the resident set by 2,286 MiB to keep 1,222 MiB of saved tensors, and the
+    growth went on in step 2; a wide Gemma 2 over 2 ranks peaked at 681 and 806 MiB in steps 1 and 3, fixed at
+    499 and 503 (plan 494). The price: the pages of a large tensor are faulted in afresh each time (about 2.5 times
+    the page faults of a step), paid in CPU time instead of resident memory.
+
+    Returns whether the threshold was set: not where the user set ``MALLOC_MMAP_THRESHOLD_`` (glibc read it at
+    start, and it wins) or where the C library is not glibc."""
+    if "MALLOC_MMAP_THRESHOLD_" in os.environ:
+        return False
+    try:
+        mallopt = ctypes.CDLL("libc.so.6").mallopt
+    except (OSError, AttributeError):
+        return False
+    mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
+    return mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD) == 1
 
 
 def _storage(tensor):

@@ -306,6 +306,8 @@ def _counting_host_syncs(device, report, step):
 def main(plan_path):
     # first of all: the launcher may ask as soon as this rank has reported its pid
     launcher_link.listen_for_stop()
+    # before anything large is allocated: the resident set then follows the live tensors (memory.steady_heap)
+    memory.steady_heap()
     plan = plans.load(plan_path)
     launcher_link.follow_launcher()
     world = None

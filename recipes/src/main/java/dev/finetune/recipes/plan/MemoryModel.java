@@ -32,6 +32,10 @@ public final class MemoryModel {
      * compiler's code, the tokenizer, the data pipeline's heap and autograd's scratch. Calibrated on the quickstart
      * (stories260K LoRA, where every other term is 77 MiB): peak RSS 451 MiB with the launcher's JVM options. Checked
      * on another shape: a full fine-tune at 16 × 512 tokens peaks at 1639 MiB, this model says 1305 MiB (-20 %).
+     * The torch worker on CPU ranks (Python with torch, transformers, PEFT and the gloo group) holds about as much:
+     * its resident set once the model is built, less the bytes of its weight and adapter tensors, is 362-368 MiB
+     * (Qwen2.5-0.5B-shaped at 4 and 24 layers, one rank; a wide Gemma 2 on each of 2 ranks), so one constant serves
+     * both trainers.
      */
     public static final long JVM_AND_LIBTORCH = 384L << 20;
     /** Chunks of a chunked cross-entropy (torchtune's default). */
@@ -303,7 +307,8 @@ public final class MemoryModel {
 
         private void runtime(Set<Phase> phases) {
             if (s.onCpu()) {
-                add("runtime", "JVM and the PyTorch CPU runtime", JVM_AND_LIBTORCH, phases);
+                add("runtime", "the trainer's process outside tensors: the JVM or Python, and the PyTorch CPU runtime",
+                        JVM_AND_LIBTORCH, phases);
             } else {
                 add("cuda_context", "CUDA context and library handles, outside PyTorch's counters", CUDA_CONTEXT, phases);
                 add("allocator_slack", "caching allocator's reserve above live tensors", ALLOCATOR_SLACK, phases);
