@@ -79,6 +79,8 @@ class _SftLoss(torch.autograd.Function):
                     part = torch.mm(factor.t(), xc)
                     # the first chunk's product is the sum so far: no zero-filled [V, D] to add it to
                     dw = part.to(acc) if dw is None else dw.add_(part)
+            # this chunk's [rows, V] freed before the next one's exists: one chunk at a time, as the plan counts
+            logits = exps = factor = part = None
         # made here, not inputs: kept on ctx, as the gradients they already are
         ctx.weight_dtype = weight.dtype
         ctx.dx, ctx.dw = dx, dw
@@ -112,9 +114,12 @@ class _TokenLogProbs(torch.autograd.Function):
             lse[start:end] = row_lse
             logp[start:end] = logits.gather(1, targets[start:end].unsqueeze(1)).squeeze(1) - row_lse
             if entropy:
-                # -Σ p log p = lse - Σ p * logits
+                # -Σ p log p = lse - Σ p * logits; the product in the probabilities' storage: two chunk-sized
+                # arrays, not three
                 probs = (logits - row_lse.unsqueeze(1)).exp_()
-                ent[start:end] = row_lse - (probs * logits).sum(dim=1)
+                ent[start:end] = row_lse - probs.mul_(logits).sum(dim=1)
+                probs = None
+            logits = None
         ctx.rows = rows
         ctx.weight_dtype = weight.dtype
         ctx.save_for_backward(x, w, targets, lse)
@@ -142,6 +147,7 @@ class _TokenLogProbs(torch.autograd.Function):
             if need_w:
                 part = torch.mm(factor.t(), xc)
                 dw = part.to(lse.dtype) if dw is None else dw.add_(part)
+            logits = factor = part = None
         return dx, (dw.to(ctx.weight_dtype) if dw is not None else None), None, None, None
 
 

@@ -10,12 +10,13 @@ runs them on a GPU). FlexAttention has no backward on CPU: its forward is checke
 import copy
 import dataclasses
 import unittest
+import weakref
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
-from finetune_worker import kernels, packed_attention
+from finetune_worker import head_loss, kernels, packed_attention
 from finetune_worker import plan as plans
 from finetune_worker.data import MicroBatch, documents
 
@@ -263,7 +264,53 @@ class LargestTensor(TorchDispatchMode):
         return out
 
 
+class LiveChunks(TorchDispatchMode):
+    """How many chunk-of-logits arrays (2-D, ``vocab`` columns, not the head's own storage) are alive at once, at
+    most: each op's outputs are watched through weak references until the loss lets them go."""
+
+    def __init__(self, vocab, head):
+        super().__init__()
+        self.vocab = vocab
+        self.head = head.untyped_storage().data_ptr()
+        self.watched = []
+        self.most = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for tensor in out if isinstance(out, (tuple, list)) else (out,):
+            if (isinstance(tensor, torch.Tensor) and tensor.dim() == 2 and tensor.shape[1] == self.vocab
+                    and tensor.untyped_storage().data_ptr() != self.head):
+                self.watched.append(weakref.ref(tensor))
+        alive = {t.untyped_storage().data_ptr() for t in (r() for r in self.watched) if t is not None}
+        self.most = max(self.most, len(alive))
+        return out
+
+
 class Memory(unittest.TestCase):
+
+    def test_the_head_inside_the_loss_holds_one_chunk_of_logits_at_a_time(self):
+        """The plan's logits term counts one chunk (Kernels.HEAD_CHUNK_LOGITS): the chunk before is freed before
+        the next one exists, in the SFT loss and in DPO's/GRPO's log-probabilities; GRPO's entropy adds the
+        probabilities beside the chunk, computed in place from there."""
+        torch.manual_seed(0)
+        vocab, width = 64, 16
+        hidden = torch.randn(1, 10, width, requires_grad=True)
+        head = torch.randn(vocab, width, requires_grad=True)
+        targets = torch.randint(0, vocab, (1, 10))
+        sft = LiveChunks(vocab, head)
+        with sft:
+            head_loss.sft_loss(hidden, head, targets, rows=4).backward()
+        tokens, tokens_backward = LiveChunks(vocab, head), LiveChunks(vocab, head)
+        with tokens:
+            logp, ent = head_loss.token_log_probs(hidden, head, targets, rows=4, entropy=True)
+        with tokens_backward:
+            logp.sum().backward()
+        print("chunks of logits alive at once: SFT %d, log-probabilities with entropy %d, their backward %d"
+              % (sft.most, tokens.most, tokens_backward.most))
+        self.assertEqual(1, sft.most)
+        self.assertEqual(2, tokens.most)
+        self.assertEqual(1, tokens_backward.most)
+
 
     def test_at_qwen25s_vocabulary_no_full_logits_array_exists_in_the_step(self):
         """Qwen2.5's 151,936-token vocabulary (tied head) on a narrow model, 2 x 512 positions: the plain path

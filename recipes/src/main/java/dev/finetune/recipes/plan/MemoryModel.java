@@ -63,7 +63,10 @@ public final class MemoryModel {
             case UPCAST_FP32 -> act == 4 ? 12 : act + 4 + 4 + 4 + act;
             // the logits are float32 whatever the matmuls ran in
             case IN_PLACE -> 4 + 4;
-            case HEAD_INSIDE, HEAD_INSIDE_CHUNKED -> 4;
+            case HEAD_INSIDE -> 4;
+            // the fp32 chunk, and with 16-bit compute the head's 16-bit product beside it (before the upcast) or
+            // the chunk's gradient factor cast back for the 16-bit matmuls (finetune_worker.head_loss)
+            case HEAD_INSIDE_CHUNKED -> act == 4 ? 4 : 4 + act;
             case CHUNKED -> kernels.layers() == Kernels.Layers.FUSED
                     ? act + (double) act / LOSS_CHUNKS
                     : 4 + (4.0 + act) / LOSS_CHUNKS;
@@ -236,12 +239,18 @@ public final class MemoryModel {
                     ? (long) s.microBatch() * g.maxCompletionLength()
                     : (long) s.sequencesPerMicroBatch() * s.trainedSequenceLength();
             double perLogit = bytesPerLogit(s.kernels(), r.activation());
+            String entropy = "";
             if (s.kernels().loss() == Kernels.Loss.HEAD_INSIDE_CHUNKED) {
                 positions = Math.min(positions, Kernels.headChunkRows(c.vocabSize()));
+                if (s.objective() instanceof Recipe.Objective.Grpo) {
+                    // GRPO's entropy metric: the chunk's fp32 probabilities beside its logits
+                    perLogit = Math.max(perLogit, 8);
+                    entropy = ", with the fp32 probabilities for the entropy";
+                }
             }
             long bytes = Math.round(positions * (double) c.vocabSize() * perLogit);
             add("logits", positions + " positions × " + c.vocabSize() + " vocab × " + String.format(Locale.ROOT, "%.2f", perLogit)
-                    + " B (" + s.kernels().loss().label() + ")", bytes, EnumSet.of(Phase.FORWARD_BACKWARD));
+                    + " B (" + s.kernels().loss().label() + entropy + ")", bytes, EnumSet.of(Phase.FORWARD_BACKWARD));
         }
 
         /**

@@ -87,7 +87,8 @@ class RecipeSetupTest {
      * The plan follows the torch worker's path (#22): on one GPU the LM head inside the loss in chunks, for DPO's
      * log-probabilities too, per-document attention without a dense mask, layers compiled under torch_compile; full
      * logits where the head is LoRA-adapted. Qwen2.5-0.5B (vocabulary 151,936) at 2 × 2048 positions: 441 rows
-     * (64 Mi logits / 151,936) of fp32 logits, 268 MB, instead of 4,096 rows.
+     * (64 Mi logits / 151,936) of fp32 logits beside their bf16 product or gradient factor (6 B each), 402 MB,
+     * instead of 4,096 rows.
      */
     @Test
     void theWorkersPlanHasItsChunkedHeadAndDocumentAttention() {
@@ -101,9 +102,15 @@ class RecipeSetupTest {
             assertEquals(new Kernels(Kernels.Layers.EAGER, Kernels.Loss.HEAD_INSIDE_CHUNKED, Kernels.Attention.FUSED),
                     s.kernels(), objective.toString());
             MemoryPlan plan = MemoryPlan.of(s);
-            assertTrue(PlanText.render(plan).contains("441 positions × 151936 vocab × 4.00 B (the LM head inside the "
+            assertTrue(PlanText.render(plan).contains("441 positions × 151936 vocab × 6.00 B (the LM head inside the "
                     + "loss, one chunk of logits at a time)"), PlanText.render(plan));
         }
+        // GRPO's trained pass also takes each position's entropy: the chunk's fp32 probabilities beside its logits
+        Recipe grpo = recipe(lora, Recipe.Flag.TRUE, Optimizer.ADAMW_TORCH_FUSED, false, grpo(8, 256, 0.04), null,
+                new Recipe.Hardware.Gpus(1, 1, 80L << 30));
+        String grpoPlan = PlanText.render(MemoryPlan.of(setup(grpo, qwen, LaunchShape.RECIPE, null, 8, 1, 8)));
+        assertTrue(grpoPlan.contains("× 151936 vocab × 8.00 B (the LM head inside the loss, one chunk of logits at a "
+                + "time, with the fp32 probabilities for the entropy)"), grpoPlan);
         Recipe compiled = recipe(lora, Recipe.Flag.TRUE, null, false, new Recipe.Objective.Sft(), null,
                 new Recipe.Hardware.Gpus(1, 1, 80L << 30), new Recipe.Speedups(Recipe.Flag.AUTO, null, null,
                 List.of(), false));
