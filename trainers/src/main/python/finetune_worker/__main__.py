@@ -1,6 +1,7 @@
 """Entry point: ``torchrun ... --no-python python -I -u COPY/finetune_worker/__main__.py PLAN.json``, or ``... check``
-(can this interpreter run the worker, and what does the worker support), ``... capabilities`` (that alone) and
-``... verify-checkpoint FOLDER``.
+(can this interpreter run the worker, and what does the worker support), ``... capabilities`` (that alone),
+``... verify-checkpoint FOLDER`` and ``... generate REQUEST.json RESULT.json`` (``finetune generate`` for the families
+the in-JVM model does not implement: :mod:`generate`).
 
 The launcher runs this file from the worker's own private copy in isolated mode (``-I``), so neither the working
 folder nor this file's folder is on ``sys.path``: the copy's folder is put there here, and nothing else.
@@ -28,9 +29,13 @@ def main(argv):
 
         print(json.dumps({"problem": safe_dcp.check(argv[2])}))
         return 0
+    if len(argv) == 4 and argv[1] == "generate":
+        from finetune_worker import generate
+
+        return generate.main(argv[2], argv[3])
     if len(argv) != 2:
-        print("usage: python -m finetune_worker PLAN.json | check | capabilities | verify-checkpoint FOLDER",
-              file=sys.stderr)
+        print("usage: python -m finetune_worker PLAN.json | check | capabilities | verify-checkpoint FOLDER"
+              " | generate REQUEST.json RESULT.json", file=sys.stderr)
         return 2
     from finetune_worker import train
 

@@ -1,16 +1,15 @@
 package dev.finetune.cli;
 
-import ai.djl.ndarray.NDManager;
 import com.google.gson.JsonArray;
 import com.google.gson.JsonObject;
 import dev.finetune.recipes.UserError;
 import dev.finetune.trainers.generation.Completion;
 import dev.finetune.trainers.generation.GenerationSettings;
-import dev.finetune.trainers.generation.Generator;
-import dev.finetune.trainers.model.LlamaModel;
+import dev.finetune.recipes.ResolvedRun;
+import dev.finetune.trainers.backend.SavedModelGeneration;
 import dev.finetune.trainers.backend.SavedModels;
+import dev.finetune.trainers.backend.fsdp.WorkerPython;
 import dev.finetune.trainers.text.Tokenizer;
-import dev.finetune.trainers.train.output.PeakMemory;
 import java.io.PrintWriter;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -20,7 +19,6 @@ import java.util.HashSet;
 import java.util.List;
 import java.util.Set;
 import java.util.concurrent.Callable;
-import org.apache.logging.log4j.LogManager;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Option;
@@ -30,7 +28,8 @@ import picocli.CommandLine.Spec;
 /** {@code finetune generate MODEL_DIR}: continue a prompt with a model, for people (text) or machines (--json). */
 @Command(name = "generate", mixinStandardHelpOptions = true,
         description = "Continue a prompt with a model directory (Hugging Face layout, safetensors weights) or a"
-                + " training output_dir holding a LoRA adapter.")
+                + " training output_dir holding a LoRA adapter. The in-JVM model runs Llama, Mistral, Qwen2 and Qwen3;"
+                + " the torch worker (transformers) runs every other family, with the same loop and sampler.")
 final class GenerateCommand implements Callable<Integer> {
 
     @Spec
@@ -68,6 +67,11 @@ final class GenerateCommand implements Callable<Integer> {
     @Option(names = "--ignore-eos", description = "Do not stop at the model's end-of-sequence token.")
     boolean ignoreEos;
 
+    @Option(names = "--python", paramLabel = "PYTHON", description = "The interpreter of the torch worker, which "
+            + "generates for the families the in-JVM model does not implement (default: FINETUNE_PYTHON, .venv/bin/python"
+            + " beside the launcher, python3).")
+    String python;
+
     @Option(names = "--json",
             description = "Print one JSON object per prompt and line: prompt_ids, generated_ids, stop, text (prompt and continuation, "
                     + "when the model has a tokenizer), last_logits (raw logits at the last prompt position).")
@@ -102,13 +106,8 @@ final class GenerateCommand implements Callable<Integer> {
     private int generate(List<long[]> prompts, Tokenizer tokenizer) {
         // Checked before the engine starts, so a typo costs no model load.
         dev.finetune.recipes.model.ModelConfig config = SavedModels.config(modelDir);
-        String notInJvm = config.notInJvmBecause();
-        if (notInJvm != null) {
-            // generate runs the in-JVM model; the worker trains these families but does not serve them
-            throw new UserError(modelDir.toString(), "generate cannot run this model: " + notInJvm,
-                    "load it with transformers (a LoRA output_dir with PEFT's PeftModel.from_pretrained on its base),"
-                            + " or fold the adapter in with finetune merge-lora and use any Hugging Face runtime");
-        }
+        // the in-JVM model for the families it implements, the torch worker for every other: decided once, said once
+        ResolvedRun engine = ResolvedRun.forGeneration(config);
         int vocabulary = config.vocabSize();
         int context = config.maxPositionEmbeddings();
         for (int p = 0; p < prompts.size(); p++) {
@@ -136,27 +135,22 @@ final class GenerateCommand implements Callable<Integer> {
             }
         }
         GenerationSettings settings = new GenerationSettings(maxNewTokens, greedy ? 0f : temperature, topK, topP, seed, Set.of(), List.of());
-        try (NDManager manager = NDManager.newBaseManager()) {
-            long started = System.nanoTime();
-            LlamaModel model = SavedModels.load(modelDir, manager);
-            // Looked up here, not in a static field: picocli instantiates every subcommand at start-up, and
-            // initialising Log4j there would cost `finetune validate` a fifth of a second.
-            LogManager.getLogger(GenerateCommand.class).info(String.format("loaded %s: %.1f MiB of float32 weights in %.2f s, peak resident memory %.1f MiB", modelDir,
-                    model.weightBytes() / (1024.0 * 1024.0), (System.nanoTime() - started) / 1e9, PeakMemory.megabytes()));
-            Set<Long> eos = new HashSet<>();
-            if (model.config().eosTokenId() != null) {
-                eos.add(model.config().eosTokenId().longValue());
-            }
-            if (tokenizer != null && tokenizer.special().eosId() >= 0) {
-                eos.add((long) tokenizer.special().eosId());
-            }
-            if (!ignoreEos) {
-                settings = settings.withStops(eos, List.of());
-            }
-            List<Completion> completions = new Generator(model).generate(prompts, settings);
-            for (int p = 0; p < prompts.size(); p++) {
-                print(prompts.get(p), completions.get(p), tokenizer);
-            }
+        Set<Long> eos = new HashSet<>();
+        if (config.eosTokenId() != null) {
+            eos.add(config.eosTokenId().longValue());
+        }
+        if (tokenizer != null && tokenizer.special().eosId() >= 0) {
+            eos.add((long) tokenizer.special().eosId());
+        }
+        if (!ignoreEos) {
+            settings = settings.withStops(eos, List.of());
+        }
+        spec.commandLine().getErr().print(engine.describeGeneration(config));
+        spec.commandLine().getErr().flush();
+        List<Completion> completions = SavedModelGeneration.generate(modelDir, engine, prompts, settings,
+                WorkerPython.find(python, System.getenv(), System.getProperty("finetune.home")));
+        for (int p = 0; p < prompts.size(); p++) {
+            print(prompts.get(p), completions.get(p), tokenizer);
         }
         return ExitCode.OK;
     }

@@ -135,6 +135,24 @@ public record ResolvedRun(Backend backend, Device device, int perNode, int nodes
         return run;
     }
 
+    /**
+     * How {@code finetune generate} runs a saved model, decided here once like a recipe's backend: the in-JVM model
+     * where it implements the architecture, else the torch worker (transformers, one plain process), as
+     * {@code backend: auto} gives such a model to the worker for training on this CPU. Either computes in float32 on
+     * the CPU (the JVM's engine natives are CPU-only; the worker then does the same arithmetic the tests compare).
+     */
+    public static ResolvedRun forGeneration(ModelConfig model) {
+        return new ResolvedRun(model.notInJvmBecause() == null ? Backend.SINGLE : Backend.FSDP, Device.CPU, 1, 1, null,
+                PrecisionRegime.FP32, new ReferenceModel.None(), false);
+    }
+
+    /** The line {@code generate} prints (on stderr) about the engine that generates, and why when it is the worker. */
+    public String describeGeneration(ModelConfig model) {
+        return backend == Backend.SINGLE ? "run: generate with the in-JVM model (this JVM) on CPU, float32\n"
+                : "run: generate with the torch worker (transformers, one process, no torchrun) on CPU, float32: "
+                        + model.notInJvmBecause() + "\n";
+    }
+
     private static Integer agree(Integer launch, String launchFlag, Integer planned, String plannedFlag,
             Problems problems) {
         if (launch != null && planned != null && !launch.equals(planned)) {

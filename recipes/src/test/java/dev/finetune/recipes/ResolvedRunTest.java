@@ -66,6 +66,21 @@ class ResolvedRunTest {
         assertEquals(ResolvedRun.Device.CUDA, planned.run().device());
     }
 
+    /** {@code finetune generate}'s engine, decided by the same rule: the in-JVM model where it implements the family. */
+    @Test
+    void generateGoesToTheWorkerForAFamilyTheJvmDoesNotRun() {
+        var gemma = dev.finetune.recipes.model.KnownModels.lookup("google/gemma-2-2b").orElseThrow();
+        ResolvedRun worker = ResolvedRun.forGeneration(gemma);
+        assertEquals(ResolvedRun.Backend.FSDP, worker.backend());
+        assertEquals(ResolvedRun.Device.CPU, worker.device());
+        assertTrue(worker.describeGeneration(gemma).startsWith("run: generate with the torch worker (transformers, one "
+                + "process, no torchrun) on CPU, float32: the single-device (in-JVM) trainer implements"), worker
+                .describeGeneration(gemma));
+        var llama = dev.finetune.recipes.model.KnownModels.lookup("meta-llama/Llama-3.2-1B").orElseThrow();
+        assertEquals("run: generate with the in-JVM model (this JVM) on CPU, float32\n",
+                ResolvedRun.forGeneration(llama).describeGeneration(llama));
+    }
+
     /**
      * A family the JVM trainer does not implement (here from the built-in table) goes to the worker at world size 1
      * under {@code auto}; {@code backend: single} is refused at validate, naming the families it runs and the backend
