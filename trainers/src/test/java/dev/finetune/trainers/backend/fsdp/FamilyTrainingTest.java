@@ -8,14 +8,15 @@ import ai.djl.ndarray.NDManager;
 import com.google.gson.JsonArray;
 import com.google.gson.JsonObject;
 import dev.finetune.adapters.io.SafetensorsReader;
+import dev.finetune.recipes.ResolvedRun;
 import dev.finetune.recipes.ValidatedRecipe;
 import dev.finetune.recipes.model.Family;
 import dev.finetune.recipes.model.ModelConfig;
 import dev.finetune.recipes.plan.RunPlan;
+import dev.finetune.trainers.backend.SavedModelGeneration;
 import dev.finetune.trainers.backend.SavedModels;
 import dev.finetune.trainers.families.TinyFamilies;
 import dev.finetune.trainers.generation.GenerationSettings;
-import dev.finetune.trainers.generation.Generator;
 import java.io.ByteArrayOutputStream;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
@@ -35,8 +36,8 @@ import org.junit.jupiter.api.io.TempDir;
  * and full, 5 steps, at world size 1 and 2. For each run: the worker's parameter counts are the plan's (total =
  * num_parameters(), trainable = what PEFT made of the plan's targets), each rank's measured peak is within 25 % of
  * the plan's; a LoRA adapter loads in PEFT with no missing or unexpected key, merge-lora equals PEFT's
- * merge_and_unload, and where the JVM runs the family, the logits {@code finetune generate --json} prints equal
- * PEFT's. For the mixtures of experts, the worker's loss on one batch (router load-balancing loss included, the
+ * merge_and_unload, and the logits {@code finetune generate --json} prints equal PEFT's, for every family: the
+ * in-JVM model serves the four it implements, the torch worker the others; on the merge-lora output too. For the mixtures of experts, the worker's loss on one batch (router load-balancing loss included, the
  * trained expert LoRA applied) equals what the model's own forward computes with labels.
  *
  * <p>Each worker launch costs tens of seconds of start-up on two cores, so the suite runs the families that carry
@@ -128,12 +129,10 @@ class FamilyTrainingTest {
             merged.addProperty("out", tmp.resolve(run.variant() + "-ws" + run.ranks() + "-peft-merged").toString());
             requests.add(merged);
             ModelConfig config = ModelConfig.read(model);
-            if (config.notInJvmBecause() == null) {
-                index.put(run.name() + " logits", requests.size());
-                JsonObject logits = request("logits", model, run.out());
-                logits.add("ids", ids(PROMPT));
-                requests.add(logits);
-            }
+            index.put(run.name() + " logits", requests.size());
+            JsonObject logits = request("logits", model, run.out());
+            logits.add("ids", ids(PROMPT));
+            requests.add(logits);
             if (config.experts() != null) {
                 index.put(run.name() + " loss", requests.size());
                 JsonObject loss = request("loss", model, run.out());
@@ -185,13 +184,21 @@ class FamilyTrainingTest {
                 double mergeDelta = mergeDelta(run, tmp);
                 merge = String.format(Locale.ROOT, "%.1e", mergeDelta);
                 check(problems, run.name() + ": merge-lora vs merge_and_unload " + merge, mergeDelta < 1e-5);
-                if (index.containsKey(run.name() + " logits")) {
-                    double delta = logitDelta(run, views.get(index.get(run.name() + " logits")).getAsJsonObject());
-                    logits = String.format(Locale.ROOT, "%.1e", delta);
-                    check(problems, run.name() + ": generate --json logits vs PEFT " + logits, delta < 1e-4);
-                } else {
-                    logits = "n/a (generate refers to transformers)";
+                // what finetune generate --json prints, from the engine it picks (the in-JVM model or the torch
+                // worker), on the adapter and (one world size: each worker launch costs a Python start) on the
+                // merge-lora output, both against PEFT's logits of the adapter
+                JsonObject peftLogits = views.get(index.get(run.name() + " logits")).getAsJsonObject();
+                double delta = logitDelta(run.out(), peftLogits);
+                logits = String.format(Locale.ROOT, "%.1e", delta);
+                check(problems, run.name() + ": generate --json logits vs PEFT " + logits, delta < 1e-4);
+                if (run.ranks() == 2) {
+                    double merged = logitDelta(mergedFolder(run, tmp), peftLogits);
+                    logits += String.format(Locale.ROOT, " (merged %.1e)", merged);
+                    check(problems, run.name() + ": generate --json on the merge-lora output vs PEFT " + merged,
+                            merged < 1e-4);
                 }
+                logits += " " + (SavedModelGeneration.engine(run.out()).backend() == ResolvedRun.Backend.SINGLE
+                        ? "[jvm]" : "[worker]");
                 if (index.containsKey(run.name() + " loss")) {
                     JsonObject loss = views.get(index.get(run.name() + " loss")).getAsJsonObject();
                     double d = Math.abs(loss.get("transformers").getAsDouble() - loss.get("worker").getAsDouble());
@@ -242,7 +249,7 @@ class FamilyTrainingTest {
     }
 
     private static double mergeDelta(Run run, Path tmp) throws Exception {
-        Path ours = tmp.resolve(run.variant() + "-ws" + run.ranks() + "-merged");
+        Path ours = mergedFolder(run, tmp);
         SavedModels.mergeLora(run.out(), ours);
         double worst = 0;
         try (NDManager manager = NDManager.newBaseManager();
@@ -257,19 +264,25 @@ class FamilyTrainingTest {
         return worst;
     }
 
-    /** The last prompt position's logits as {@code finetune generate --json} computes them (SavedModels + Generator). */
-    private static double logitDelta(Run run, JsonObject peft) {
+    private static Path mergedFolder(Run run, Path tmp) {
+        return tmp.resolve(run.variant() + "-ws" + run.ranks() + "-merged");
+    }
+
+    /**
+     * The last prompt position's logits as {@code finetune generate --json} computes them for {@code dir}
+     * (SavedModelGeneration: the engine it picks, the call it makes), against PEFT's last row.
+     */
+    private static double logitDelta(Path dir, JsonObject peft) {
         JsonArray rows = peft.getAsJsonArray("logits");
         JsonArray last = rows.get(rows.size() - 1).getAsJsonArray();
-        try (NDManager manager = NDManager.newBaseManager()) {
-            float[] ours = new Generator(SavedModels.load(run.out(), manager)).generate(List.of(PROMPT),
-                    GenerationSettings.greedy(1)).get(0).lastPromptLogits();
-            double worst = 0;
-            for (int v = 0; v < ours.length; v++) {
-                worst = Math.max(worst, Math.abs(ours[v] - last.get(v).getAsDouble()));
-            }
-            return worst;
+        float[] ours = SavedModelGeneration.generate(dir, SavedModelGeneration.engine(dir), List.of(PROMPT),
+                GenerationSettings.greedy(1), WorkerEnvironment.python()).get(0).lastPromptLogits();
+        assertEquals(last.size(), ours.length, dir + ": vocabulary");
+        double worst = 0;
+        for (int v = 0; v < ours.length; v++) {
+            worst = Math.max(worst, Math.abs(ours[v] - last.get(v).getAsDouble()));
         }
+        return worst;
     }
 
     private static JsonObject request(String kind, Path model, Path adapter) {
