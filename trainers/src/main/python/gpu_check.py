@@ -15,7 +15,8 @@ the quickstart (stories260K on configs/data/quickstart.jsonl), LoRA and QLoRA, 2
   gradient, 2 more for the weight gradient of trained weights, plus causal attention) over the card's dense bf16
   peak from the plan's own table (recipes/.../plan/accelerators.tsv; --peak-tflops overrides);
 * peak memory after step 1 (torch's max_memory_reserved, what the plan estimates) against the plan
-  (gpu_check_plan.json beside this file, written by finetune's own plan; see docs/gpu.md);
+  (gpu_check_plan.json beside this file: finetune's own plan of each one-GPU case, which GpuCheckPlanTest writes
+  from ``gpu_check.py --cases``; see docs/gpu.md);
 * the first step's loss against the plain fp32 path on the CPU on the same micro batches;
 * host synchronisations while the micro batches run (torch's sync debug mode): the fast path promises none.
 
@@ -41,7 +42,7 @@ ACCELERATORS = os.path.join(ROOT, "recipes/src/main/resources/dev/finetune/recip
 PLANNED = os.path.join(HERE, "gpu_check_plan.json")
 sys.path.insert(0, HERE)
 from finetune_worker import plan as plans  # noqa: E402  (the worker's own package, beside this file)
-from gpu_check_inputs import write_case, write_random_llama  # noqa: E402  (beside this file)
+from gpu_check_inputs import RUN, llama_config, write_case, write_random_llama  # noqa: E402  (beside this file)
 
 # TinyLlama-1.1B's shape: 1.10 B parameters.
 LLAMA_1B = dict(hidden_size=2048, intermediate_size=5632, num_hidden_layers=22, num_attention_heads=32,
@@ -145,7 +146,13 @@ def main():
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--tiny", action="store_true", help="a 2-layer model, 3 steps: a smoke run, CPU too")
     parser.add_argument("--peak-tflops", type=float, default=None, help="the card's dense bf16 peak")
+    parser.add_argument("--cases", metavar="DIR", default=None,
+                        help="print the one-GPU cases as JSON (the random models' config.json written into DIR, no "
+                             "weights) for finetune's plan of each (GpuCheckPlanTest writes gpu_check_plan.json)")
     args = parser.parse_args()
+    if args.cases:
+        print(json.dumps(planned_cases(args.cases), indent=1))
+        return 0
 
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
     steps = 3 if args.tiny else args.steps
@@ -156,20 +163,9 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     big = os.path.join(args.out, "llama-1b" if not args.tiny else "llama-tiny")
     write_random_llama(big, TINY if args.tiny else LLAMA_1B, "cuda" if gpus else "cpu")
-    stories = os.path.join(ROOT, "configs/models/stories260K")
-    stories_shape = json.load(open(os.path.join(stories, "config.json")))
-    big_shape = TINY if args.tiny else LLAMA_1B
-    cases = [
-        dict(name="lora-1.1b", model=big, shape=big_shape, data="random", micro=1 if args.tiny else 4,
-             seq=256 if args.tiny else 2048, r=16, qlora=False),
-        dict(name="qlora-1.1b", model=big, shape=big_shape, data="random", micro=1 if args.tiny else 4,
-             seq=256 if args.tiny else 2048, r=16, qlora=True),
-        dict(name="lora-quickstart", model=stories, shape=stories_shape, data="quickstart", micro=4, seq=256, r=8,
-             qlora=False),
-        dict(name="qlora-quickstart", model=stories, shape=stories_shape, data="quickstart", micro=4, seq=256, r=8,
-             qlora=True),
-    ]
-    planned = json.load(open(PLANNED)) if os.path.isfile(PLANNED) else {}
+    cases = make_cases(big, args.tiny)
+    # the plan is of the full cases on one GPU: a --tiny or CPU run has nothing to compare with
+    planned = json.load(open(PLANNED)) if os.path.isfile(PLANNED) and gpus and not args.tiny else {}
     rows = []
     for case in cases:
         rows.append(run_case(case, args, steps, nproc=1, gpus=gpus, peak=peak, planned=planned))
@@ -180,10 +176,41 @@ def main():
     return 0 if all(r["status"] in ("ok", "refused") for r in rows) else 1
 
 
+# two micro batches per rank per step: a host sync per micro batch would show
+MICRO_BATCHES_PER_RANK = 2
+
+
+def make_cases(big, tiny):
+    """The cases, in the table's order; ``big`` is the random Llama's folder."""
+    stories = os.path.join(ROOT, "configs/models/stories260K")
+    stories_shape = json.load(open(os.path.join(stories, "config.json")))
+    big_shape = TINY if tiny else LLAMA_1B
+    return [
+        dict(name="lora-1.1b", model=big, shape=big_shape, data="random", micro=1 if tiny else 4,
+             seq=256 if tiny else 2048, r=16, qlora=False),
+        dict(name="qlora-1.1b", model=big, shape=big_shape, data="random", micro=1 if tiny else 4,
+             seq=256 if tiny else 2048, r=16, qlora=True),
+        dict(name="lora-quickstart", model=stories, shape=stories_shape, data="quickstart", micro=4, seq=256, r=8,
+             qlora=False),
+        dict(name="qlora-quickstart", model=stories, shape=stories_shape, data="quickstart", micro=4, seq=256, r=8,
+             qlora=True),
+    ]
+
+
+def planned_cases(folder):
+    """The full cases as finetune plans them for one GPU: each with the run settings and the micro batches per
+    step, the random Llama as a config.json in ``folder`` (its weights do not change the plan)."""
+    big = os.path.join(folder, "llama-1b")
+    os.makedirs(big, exist_ok=True)
+    llama_config(LLAMA_1B).save_pretrained(big)
+    return [dict({k: v for k, v in case.items() if k != "shape"}, micro_batches_per_step=MICRO_BATCHES_PER_RANK,
+                 **RUN) for case in make_cases(big, tiny=False)]
+
+
 def run_case(case, args, steps, nproc, gpus, peak, planned):
     name = case["name"]
     folder = os.path.join(args.out, name.replace(" ", "-"))
-    per_step = 2 * nproc  # two micro batches per rank per step: a sync per micro batch would show
+    per_step = MICRO_BATCHES_PER_RANK * nproc
     plan_file = write_case(case, folder, steps, per_step, nproc)
     print("gpu_check: %s: %s" % (name, plan_file), flush=True)
     events = run_worker(plan_file, nproc, gpus == 0, os.path.join(folder, "worker.log"))

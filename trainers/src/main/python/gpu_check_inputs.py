@@ -18,14 +18,26 @@ from finetune_worker import plan as plans
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", "..", "..", ".."))
 TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+# What every case runs on a GPU with bf16, beside its model and data; finetune's plan of the same recipe must say the
+# same (GpuCheckPlanTest reads these through ``gpu_check.py --cases``). On a CPU or without bf16: fp32.
+RUN = dict(precision="mixed", optimizer="adamw_torch_fused", head="chunked", torch_compile=False,
+           gradient_checkpointing=False)
+
+
+def llama_config(shape):
+    """The random Llama's config: what its config.json says, and what the plan reads of it."""
+    from transformers import LlamaConfig
+
+    return LlamaConfig(max_position_embeddings=4096, rms_norm_eps=1e-5, tie_word_embeddings=False,
+                       torch_dtype="bfloat16", **shape)
 
 
 def write_random_llama(folder, shape, device):
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from transformers import LlamaForCausalLM
 
     if os.path.isfile(os.path.join(folder, "config.json")):
         return
-    config = LlamaConfig(max_position_embeddings=4096, rms_norm_eps=1e-5, tie_word_embeddings=False, **shape)
+    config = llama_config(shape)
     torch.manual_seed(0)
     with torch.device(device):
         model = LlamaForCausalLM(config).to(torch.bfloat16)
@@ -138,10 +150,10 @@ def write_case(case, folder, steps, per_step, nproc):
         model=plans.Model(path=case["model"], compute_dtype="bfloat16" if gpu and torch.cuda.is_bf16_supported()
                           else "float32",
                           # the regime finetune plans for LoRA with bf16 on a GPU (fp32 adapters over a bf16 base)
-                          precision="mixed" if gpu and torch.cuda.is_bf16_supported() else "fp32", tf32=True,
-                          gradient_checkpointing=False, adapter=adapter,
-                          kernels=plans.Kernels(head="chunked", attention="auto", liger=(), activation_offloading=False,
-                                                torch_compile=False, torch_compile_backend="inductor",
+                          precision=RUN["precision"] if gpu and torch.cuda.is_bf16_supported() else "fp32", tf32=True,
+                          gradient_checkpointing=RUN["gradient_checkpointing"], adapter=adapter,
+                          kernels=plans.Kernels(head=RUN["head"], attention="auto", liger=(), activation_offloading=False,
+                                                torch_compile=RUN["torch_compile"], torch_compile_backend="inductor",
                                                 torch_compile_mode=None)),
         parallel=plans.Parallel(world_size=nproc, reshard_after_forward=True, offload_params=False,
                                 ddp_timeout_seconds=1800),
@@ -150,7 +162,7 @@ def write_case(case, folder, steps, per_step, nproc):
                         log_dir=os.path.join(folder, "logs")),
         training=plans.Training(total_steps=steps, num_epochs=1.0, eval_steps=0, save_steps=0, save_total_limit=0,
                                 logging_steps=1, seed=42, loss_watchdog=None),
-        optimizer=plans.Optimizer(name="adamw_torch_fused", beta1=0.9, beta2=0.999, epsilon=1e-8, weight_decay=0.0,
+        optimizer=plans.Optimizer(name=RUN["optimizer"], beta1=0.9, beta2=0.999, epsilon=1e-8, weight_decay=0.0,
                                   max_grad_norm=1.0),
         objective=plans.Objective(kind="sft", reference="none", dpo=None, grpo=None),
         output=plans.Output(dir=os.path.join(folder, "run"), tokenizer_files=(), resume=None, resume_key="gpu-check"))
