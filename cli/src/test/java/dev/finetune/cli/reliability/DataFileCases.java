@@ -106,7 +106,55 @@ final class DataFileCases {
             }
             return preprocess(dir, "rows.parquet");
         }).then((dir, o) -> assertFalse(o.err().contains("Exception"), o.err())));
+        // #26 applied to #23's hub client: what an HF_ENDPOINT answers is read within a bound, and anything but
+        // the hub's JSON is one line (a captive portal's page gave a 33-line Gson trace, exit 1; an endless answer
+        // took 6 GB and was reported as "cannot reach the hub: Java heap space")
+        for (String answer : List.of("html", "endless")) {
+            all.add(Case.refused("HF_ENDPOINT answering " + (answer.equals("html") ? "an HTML page" : "without end")
+                    + " (download)", BOUNDS, answer.equals("html") ? "sent an answer that is not JSON"
+                            : "sent an answer over 16 MiB", dir -> {
+                        com.sun.net.httpserver.HttpServer server = fakeEndpoint(answer);
+                        return Case.Invocation.of("download", "org/model")
+                                .withEnv("HF_HOME", dir.resolve("hf").toString())
+                                .withEnv("HF_HUB_CACHE", dir.resolve("hf/hub").toString())
+                                .withEnv("HF_ENDPOINT", "http://127.0.0.1:" + server.getAddress().getPort())
+                                .withEnv("HF_HUB_OFFLINE", "0").withEnv("TRANSFORMERS_OFFLINE", "0")
+                                .writing(dir.resolve("hf")).finallyDo(() -> server.stop(0));
+                    }).then((dir, o) -> assertFalse(o.err().contains("Exception"), o.err())));
+        }
         return all;
+    }
+
+    /** A server on 127.0.0.1 that is no hub: an HTML page for every request, or a JSON text that never ends. */
+    private static com.sun.net.httpserver.HttpServer fakeEndpoint(String answer) throws java.io.IOException {
+        var server = com.sun.net.httpserver.HttpServer.create(new java.net.InetSocketAddress("127.0.0.1", 0), 0);
+        server.setExecutor(java.util.concurrent.Executors.newCachedThreadPool(r -> {
+            Thread t = new Thread(r, "fake-endpoint");
+            t.setDaemon(true);
+            return t;
+        }));
+        server.createContext("/", exchange -> {
+            try (exchange; OutputStream out = exchange.getResponseBody()) {
+                if (answer.equals("html")) {
+                    byte[] page = "<html><body>Sign in to the network</body></html>".getBytes(StandardCharsets.UTF_8);
+                    exchange.getResponseHeaders().add("Content-Type", "text/html");
+                    exchange.sendResponseHeaders(200, page.length);
+                    out.write(page);
+                } else {
+                    exchange.getResponseHeaders().add("Content-Type", "application/json");
+                    exchange.sendResponseHeaders(200, 0);
+                    out.write("{\"sha\": \"".getBytes(StandardCharsets.UTF_8));
+                    byte[] block = "a".repeat(1 << 20).getBytes(StandardCharsets.UTF_8);
+                    for (int i = 0; i < 100_000; i++) { // until the client hangs up
+                        out.write(block);
+                    }
+                }
+            } catch (java.io.IOException e) {
+                // the client stopped reading: what the case expects of the endless answer
+            }
+        });
+        server.start();
+        return server;
     }
 
     /** {@code preprocess} of the quickstart recipe reading {@code file} (a completion dataset: its {@code text}). */

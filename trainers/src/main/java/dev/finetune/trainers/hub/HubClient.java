@@ -35,6 +35,10 @@ import java.util.regex.Pattern;
 public final class HubClient {
     private static final Pattern NEXT_LINK = Pattern.compile("<([^>]+)>\\s*;\\s*rel=\"next\"");
     private static final int MAX_REDIRECTS = 10;
+    /** The hub's API answers are a few KiB (a listing page: 1,000 files, some 300 KiB). */
+    private static final int MAX_ANSWER_BYTES = 16 << 20;
+    /** 1,000 files a page: ten million files, far beyond any repo. */
+    private static final int MAX_PAGES = 10_000;
 
     private final HubEnvironment env;
     private final HttpClient http;
@@ -60,7 +64,11 @@ public final class HubClient {
     /** The commit {@code revision} (branch, tag or commit) points at now. */
     public String commit(RepoType type, String repoId, String revision, String where) {
         String url = env.endpoint() + "/api/" + type.plural() + "/" + repoId + "/revision/" + encode(revision);
-        JsonObject info = JsonParser.parseString(getText(url, type, repoId, revision, where)).getAsJsonObject();
+        JsonElement answer = json(url, getText(url, type, repoId, revision, where), where);
+        if (!answer.isJsonObject()) {
+            throw notAHub(url, "an answer that is not the hub's repo information", where);
+        }
+        JsonObject info = answer.getAsJsonObject();
         JsonElement sha = info.get("sha");
         if (sha == null || !sha.isJsonPrimitive()) {
             throw new UserError(where, env.endpoint() + " answered without a commit for " + repoId + "@" + revision
@@ -74,18 +82,29 @@ public final class HubClient {
         List<RepoFile> files = new ArrayList<>();
         String url = env.endpoint() + "/api/" + type.plural() + "/" + repoId + "/tree/" + encode(commit)
                 + "?recursive=true&expand=false";
-        while (url != null) {
-            HttpResponse<String> response = send(url, "GET", null, HttpResponse.BodyHandlers.ofString(), type, repoId,
-                    commit, where);
-            JsonArray entries = JsonParser.parseString(response.body()).getAsJsonArray();
-            for (JsonElement e : entries) {
-                JsonObject o = e.getAsJsonObject();
-                if (!"file".equals(o.get("type").getAsString())) {
-                    continue;
+        for (int page = 0; url != null; page++) {
+            if (page == MAX_PAGES) {
+                throw notAHub(url, "more than " + MAX_PAGES + " pages of file listing", where);
+            }
+            HttpResponse<InputStream> response = send(url, "GET", null, HttpResponse.BodyHandlers.ofInputStream(), type,
+                    repoId, commit, where);
+            String listed = url;
+            try {
+                for (JsonElement e : json(url, bounded(url, response, where), where).getAsJsonArray()) {
+                    JsonObject o = e.getAsJsonObject();
+                    if (!"file".equals(o.get("type").getAsString())) {
+                        continue;
+                    }
+                    JsonObject lfs = o.has("lfs") && o.get("lfs").isJsonObject() ? o.getAsJsonObject("lfs") : null;
+                    files.add(new RepoFile(o.get("path").getAsString(), o.get("size").getAsLong(),
+                            o.get("oid").getAsString(), lfs == null ? null : lfs.get("oid").getAsString()));
                 }
-                JsonObject lfs = o.has("lfs") && o.get("lfs").isJsonObject() ? o.getAsJsonObject("lfs") : null;
-                files.add(new RepoFile(o.get("path").getAsString(), o.get("size").getAsLong(), o.get("oid").getAsString(),
-                        lfs == null ? null : lfs.get("oid").getAsString()));
+            } catch (RuntimeException e) {
+                if (e instanceof UserError u) {
+                    throw u;
+                }
+                // a field missing or of another type: not the hub's listing
+                throw notAHub(listed, "a file listing without the hub's fields", where);
             }
             url = response.headers().firstValue("Link").map(HubClient::next).map(u -> absolute(u)).orElse(null);
         }
@@ -105,7 +124,44 @@ public final class HubClient {
     }
 
     private String getText(String url, RepoType type, String repoId, String revision, String where) {
-        return send(url, "GET", null, HttpResponse.BodyHandlers.ofString(), type, repoId, revision, where).body();
+        return bounded(url, send(url, "GET", null, HttpResponse.BodyHandlers.ofInputStream(), type, repoId, revision,
+                where), where);
+    }
+
+    /**
+     * An API answer's text, at most {@link #MAX_ANSWER_BYTES}: a server that answers without end (a wrong
+     * HF_ENDPOINT, a proxy's stream) is one line, not all memory (#26: nothing read from outside is unbounded).
+     */
+    private String bounded(String url, HttpResponse<InputStream> response, String where) {
+        byte[] bytes;
+        try (InputStream in = response.body()) {
+            bytes = in.readNBytes(MAX_ANSWER_BYTES + 1);
+        } catch (IOException e) {
+            throw new UserError(where, "the hub at " + env.endpoint() + " broke off its answer to " + url + ": "
+                    + e.getMessage(), "run it again; check the network or HF_ENDPOINT");
+        }
+        if (bytes.length > MAX_ANSWER_BYTES) {
+            throw notAHub(url, "an answer over " + dev.finetune.recipes.BoundedFiles.size(MAX_ANSWER_BYTES), where);
+        }
+        return new String(bytes, StandardCharsets.UTF_8);
+    }
+
+    /** The answer as JSON; anything else (an HTML page of a proxy or captive portal) is one line. */
+    private JsonElement json(String url, String text, String where) {
+        try {
+            JsonElement parsed = JsonParser.parseString(text);
+            if (!parsed.isJsonObject() && !parsed.isJsonArray()) {
+                throw new IllegalStateException("a bare value");
+            }
+            return parsed;
+        } catch (RuntimeException e) {
+            throw notAHub(url, "an answer that is not JSON", where);
+        }
+    }
+
+    private UserError notAHub(String url, String what, String where) {
+        return new UserError(where, env.endpoint() + " sent " + what + " for " + url + ", so it does not look like a "
+                + "Hugging Face hub", "check HF_ENDPOINT (unset, it is https://huggingface.co), or a proxy between");
     }
 
     private <T> HttpResponse<T> send(String url, String method, String range, HttpResponse.BodyHandler<T> body,
