@@ -156,7 +156,7 @@ def write_case(case, folder, steps, per_step, nproc):
                                                 torch_compile=RUN["torch_compile"], torch_compile_backend="inductor",
                                                 torch_compile_mode=None)),
         parallel=plans.Parallel(world_size=nproc, reshard_after_forward=True, offload_params=False,
-                                ddp_timeout_seconds=1800),
+                                ddp_timeout_seconds=1800, layer_classes=()),
         data=plans.Data(batches=batches, schedule=schedule, micro_batch_size=case["micro"],
                         micro_batches_per_step=per_step, micro_batches_per_epoch=count,
                         log_dir=os.path.join(folder, "logs")),
@@ -165,7 +165,9 @@ def write_case(case, folder, steps, per_step, nproc):
         optimizer=plans.Optimizer(name=RUN["optimizer"], beta1=0.9, beta2=0.999, epsilon=1e-8, weight_decay=0.0,
                                   max_grad_norm=1.0),
         objective=plans.Objective(kind="sft", reference="none", dpo=None, grpo=None),
-        output=plans.Output(dir=os.path.join(folder, "run"), tokenizer_files=(), resume=None, resume_key="gpu-check"))
+        output=plans.Output(dir=os.path.join(folder, "run"), tokenizer_files=(), resume=None, resume_key="gpu-check",
+                            save_only_model=False, checkpoint_weights=True, max_file_bytes=5 * 10**9,
+                            save_chunk_bytes=64 * 2**20))
     path = os.path.join(folder, "plan.json")
     with open(path, "w") as f:
         f.write(plans.to_json(plan))

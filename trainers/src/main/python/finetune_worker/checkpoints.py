@@ -6,24 +6,25 @@
 ``worker_state.json`` (data position, resume key). ``checksums.sha256`` covers every file (``sha256sum -c`` reads it);
 the launcher verifies it before a resume trusts a byte.
 
-Every rank writes its shards into ``.tmp-checkpoint-N``; after a barrier rank 0 adds the HF files, the state and the
-checksums and renames the folder to ``checkpoint-N``. A folder named ``checkpoint-N`` is therefore always complete,
+Every rank writes its DCP shards and its rows of the HF weight files (hf_layout) into ``.tmp-checkpoint-N`` and
+hashes what it wrote; rank 0 then adds the tokenizer, the state and the checksums and renames the folder to
+``checkpoint-N``. A folder named ``checkpoint-N`` is therefore always complete,
 and a crash leaves at most a temporary folder that the next start removes.
 
 Nothing random needs saving: data order and learning rates come from the Java side's schedule, and dropout is
 reseeded from (seed, step, micro batch, rank) at every micro batch.
 """
 
-import hashlib
 import json
 import os
 import re
 import shutil
+import signal
 
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict, set_state_dict
 
-from finetune_worker import distributed, hf_files, safe_dcp
+from finetune_worker import distributed, hf_files, hf_layout, safe_dcp
 
 STATE_FILE = "worker_state.json"
 CHECKSUMS = "checksums.sha256"
@@ -56,25 +57,51 @@ def remove_leftovers(output_dir, world):
 
 
 def save(output_dir, step, model, optimizer, state, lora, keep, world, plan, trainer_state):
-    """``trainer_state``: epoch, tokens_seen, flos and history for hf_files.write_trainer_state."""
+    """``trainer_state``: epoch, tokens_seen, flos and history for hf_files.write_trainer_state.
+
+    Nothing is gathered and every rank hashes what it wrote: its own DCP shard files and the weight files it created
+    (hf_layout); rank 0 hashes only the small files it writes itself. ``save_only_model``: the weights and the HF
+    files, no DCP state (such a checkpoint cannot be resumed, as with HF's Trainer); ``checkpoint_weights`` false
+    (``fsdp_config.state_dict_type: SHARDED_STATE_DICT``): the DCP shards without the HF weights."""
     final = os.path.join(output_dir, "checkpoint-%d" % step)
     temporary = os.path.join(output_dir, ".tmp-checkpoint-%d" % step)
     if world.rank == 0:
         shutil.rmtree(temporary, ignore_errors=True)
         os.makedirs(temporary)
     distributed.barrier()
-    model_state, optimizer_state = get_state_dict(model, optimizer, options=_options(lora))
-    dcp.save({"model": model_state, "optimizer": optimizer_state}, checkpoint_id=os.path.join(temporary, "dcp"))
-    hf_files.save_weights(model, plan, lora, world, temporary)
-    distributed.barrier()
+    output = plan.output
+    digests = {}
+    if not output.save_only_model:
+        model_state, optimizer_state = get_state_dict(model, optimizer, options=_options(lora))
+        dcp.save({"model": model_state, "optimizer": optimizer_state}, checkpoint_id=os.path.join(temporary, "dcp"))
+        del model_state, optimizer_state
+        # DCP's FileSystemWriter names each rank's files __<rank>_<n>.distcp and fsyncs them
+        shards = os.path.join(temporary, "dcp")
+        for name in sorted(os.listdir(shards)):
+            if name.startswith("__%d_" % world.rank) and name.endswith(".distcp"):
+                digests["dcp/" + name] = hf_layout.sha256(os.path.join(shards, name))
+    if output.save_only_model or output.checkpoint_weights:
+        _, written = hf_files.save_weights(model, plan, lora, world, temporary)
+        digests.update(written)
+    # Failure drill for the tests: this rank dies halfway through the save, its files written, the folder not yet
+    # renamed (the previous checkpoint must stay the one a resume finds).
+    if os.environ.get("FINETUNE_WORKER_KILL_IN_SAVE") == "%d:%d" % (world.rank, step):
+        os.kill(os.getpid(), signal.SIGKILL)
+    everyone = distributed.gather_objects(digests)
     if world.rank == 0:
         hf_files.copy_tokenizer(plan, temporary)
         hf_files.write_trainer_state(temporary, plan, step, **trainer_state)
+        if output.save_only_model:
+            state = dict(state, model_only=True)
         with open(os.path.join(temporary, STATE_FILE), "w") as f:
             json.dump(state, f, indent=2, sort_keys=True)
-        _write_checksums(temporary)
+        hashed = {}
+        for part in everyone:
+            hashed.update(part)
+        _write_checksums(temporary, hashed)
         for path in _files(temporary):
-            _fsync(path)
+            if os.path.relpath(path, temporary) not in hashed:
+                _fsync(path)  # the other ranks fsynced what they wrote
         shutil.rmtree(final, ignore_errors=True)
         os.rename(temporary, final)
         _fsync(output_dir)
@@ -91,6 +118,9 @@ def load(folder, model, optimizer, lora):
     safely here too."""
     with open(os.path.join(folder, STATE_FILE)) as f:
         state = json.load(f)
+    if state.get("model_only"):
+        raise ValueError("%s was saved with save_only_model: it holds no optimizer state to resume from"
+                         % folder)
     options = _options(lora)
     model_state, optimizer_state = get_state_dict(model, optimizer, options=options)
     if lora:
@@ -114,14 +144,14 @@ def _files(folder):
     return [os.path.join(folder, p) for p in sorted(found)]
 
 
-def _write_checksums(folder):
+def _write_checksums(folder, hashed):
+    """``checksums.sha256`` over every file of ``folder``: the digests the ranks computed (``hashed``, by relative
+    path), the rest hashed here."""
     lines = []
     for path in _files(folder):
-        digest = hashlib.sha256()
-        with open(path, "rb") as f:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                digest.update(block)
-        lines.append("%s  %s\n" % (digest.hexdigest(), os.path.relpath(path, folder)))
+        name = os.path.relpath(path, folder)
+        digest = hashed.get(name) or hf_layout.sha256(path)
+        lines.append("%s  %s\n" % (digest, name))
     with open(os.path.join(folder, CHECKSUMS), "w") as f:
         f.write("".join(lines))
 

@@ -9,42 +9,36 @@ The final output and every ``checkpoint-N`` get the same files, as the JVM train
 
 import json
 import os
+import re
 import shutil
 
 from finetune_worker import distributed
 
 TRAINER_STATE = "trainer_state.json"
+# the weight files save_weights may write (hf_layout's names)
+_WEIGHTS = re.compile(r"^(model(-\d{5}-of-\d{5})?\.safetensors|model\.safetensors\.index\.json)$")
 
 
 def save_weights(model, plan, lora, world, folder):
-    """Gathers the full weights (a collective: every rank calls it) and, on rank 0, writes them with their config
-    into ``folder``; returns the names written (empty on the other ranks)."""
-    from safetensors.torch import save_file
-    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+    """The trained weights in Hugging Face's layout, every rank writing its own rows into the files (a collective:
+    see hf_layout; nothing is gathered), and on rank 0 their config. Returns ``(names, digests)``: the files written
+    (the same on every rank) and the SHA-256 of the weight files this rank created, for the checksums."""
+    from finetune_worker import hf_layout
 
-    options = StateDictOptions(full_state_dict=True, cpu_offload=True, ignore_frozen_params=lora)
-    state = get_model_state_dict(model, options=options)
-    if world.rank != 0:
-        return []
+    names, digests = hf_layout.write(model, lora, world, folder, plan.output.max_file_bytes,
+                                     plan.output.save_chunk_bytes)
     if lora:
-        from peft.utils import get_peft_model_state_dict
-
-        adapter = get_peft_model_state_dict(model, state_dict=state)
-        save_file({k: v.contiguous() for k, v in adapter.items()}, os.path.join(folder, "adapter_model.safetensors"),
-                  metadata={"format": "pt"})
-        adapter = plan.model.adapter
-        if adapter.initial:
-            shutil.copy(os.path.join(adapter.initial, "adapter_config.json"), folder)
-        else:
-            # PEFT made this adapter itself (a family the JVM trainer does not run): its config says what it adapts
-            model.peft_config["default"].save_pretrained(folder)
-        return ["adapter_model.safetensors", "adapter_config.json"]
-    if getattr(model.config, "tie_word_embeddings", False):
-        state.pop("lm_head.weight", None)
-    save_file({k: v.contiguous() for k, v in state.items()}, os.path.join(folder, "model.safetensors"),
-              metadata={"format": "pt"})
-    shutil.copy(os.path.join(plan.model.path, "config.json"), folder)
-    return ["model.safetensors", "config.json"]
+        if world.rank == 0:
+            adapter = plan.model.adapter
+            if adapter.initial:
+                shutil.copy(os.path.join(adapter.initial, "adapter_config.json"), folder)
+            else:
+                # PEFT made this adapter itself (a family the JVM trainer does not run): its config says what it adapts
+                model.peft_config["default"].save_pretrained(folder)
+        return names + ["adapter_config.json"], digests
+    if world.rank == 0:
+        shutil.copy(os.path.join(plan.model.path, "config.json"), folder)
+    return names + ["config.json"], digests
 
 
 def copy_tokenizer(plan, folder):
@@ -119,8 +113,13 @@ def save_final(model, plan, lora, world):
         shutil.rmtree(staging, ignore_errors=True)
         os.makedirs(staging)
     distributed.barrier()
-    files = save_weights(model, plan, lora, world, staging)
+    files, _ = save_weights(model, plan, lora, world, staging)
+    distributed.barrier()
     if world.rank == 0:
+        # a run that ends with fewer weight files than an earlier one in this folder leaves no stale shard behind
+        for name in os.listdir(out):
+            if _WEIGHTS.match(name) and name not in files:
+                os.remove(os.path.join(out, name))
         for name in files:
             os.replace(os.path.join(staging, name), os.path.join(out, name))
         os.rmdir(staging)

@@ -110,15 +110,18 @@ def _set_dtypes(model, regime):
 
 
 def decoder_layers(model, layer_class=None):
-    """The modules FSDP wraps one by one: the model's ``_no_split_modules`` (its decoder layer), or the class the
-    recipe names in ``fsdp_config.transformer_layer_cls_to_wrap``."""
+    """The modules FSDP wraps one by one: the model's ``_no_split_modules`` (its decoder layer), or the classes the
+    recipe names in ``fsdp_config.transformer_layer_cls_to_wrap`` (a name or a sequence of names)."""
     from finetune_worker import families
 
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    classes = {layer_class} if layer_class else families.decoder_layer_classes(base)
+    if isinstance(layer_class, str):
+        layer_class = (layer_class,)
+    classes = set(layer_class) if layer_class else families.decoder_layer_classes(base)
     layers = [m for m in model.modules() if type(m).__name__ in classes]
     if not layers:
-        raise ValueError("found no decoder layers (%s) to shard in %s" % (sorted(classes), type(base).__name__))
+        raise ValueError("found no decoder layers (%s%s) to shard in %s" % (
+            sorted(classes), ", fsdp_config.transformer_layer_cls_to_wrap" if layer_class else "", type(base).__name__))
     return layers
 
 
@@ -144,7 +147,8 @@ def shard(model, world, regime, plan, layer_class=None, mesh=None):
         if _offloaded(plan, world) else OffloadPolicy()
     reshard = plan.parallel.reshard_after_forward
     policy = regime.policy()
-    for unit in decoder_layers(model, layer_class) + _tables(model):
+    # the recipe's transformer_layer_cls_to_wrap, else the model's own decoder layer
+    for unit in decoder_layers(model, layer_class or plan.parallel.layer_classes) + _tables(model):
         fully_shard(unit, mesh=mesh, mp_policy=policy, offload_policy=offload, reshard_after_forward=reshard)
     fully_shard(model, mesh=mesh, mp_policy=policy, offload_policy=offload, reshard_after_forward=reshard)
     return mesh

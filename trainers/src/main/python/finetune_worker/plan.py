@@ -76,6 +76,7 @@ class Parallel:
     reshard_after_forward: bool
     offload_params: bool
     ddp_timeout_seconds: int  # ddp_timeout: a stopped or hung rank fails the collective after this, naming it
+    layer_classes: Tuple[str, ...]  # fsdp_config.transformer_layer_cls_to_wrap; empty: the model's decoder layer
 
 
 @dataclasses.dataclass(frozen=True)
@@ -162,6 +163,10 @@ class Output:
     tokenizer_files: Tuple[str, ...]
     resume: Optional[str]  # the verified checkpoint to continue
     resume_key: str
+    save_only_model: bool  # checkpoints without optimizer state (not resumable), as HF's Trainer saves them
+    checkpoint_weights: bool  # HF-layout weights in every checkpoint (false: SHARDED_STATE_DICT, DCP shards only)
+    max_file_bytes: int  # a full fine-tune's safetensors files are at most this size (hf_layout)
+    save_chunk_bytes: int  # the most a rank copies off the device at once while writing its rows
 
 
 @dataclasses.dataclass(frozen=True)

@@ -99,7 +99,7 @@ final class OutputSection {
                 evalSteps, evalData);
         return new Recipe.Output(outputDir, resume, loraModelDir, saveStrategy, saveSteps, savesPerEpoch,
                 saveTotalLimit, evalStrategy, evalSteps, evalsPerEpoch, loggingSteps, best,
-                top.bool("overwrite_output_dir"), top.bool("use_tensorboard"));
+                top.bool("overwrite_output_dir"), top.bool("use_tensorboard"), top.bool("save_only_model"));
     }
 
     /**

@@ -356,6 +356,7 @@ public record Recipe(
      * @param overwriteOutputDir the user asked to delete an earlier or foreign run's files from output_dir first
      * @param best the metric save_strategy: best, early stopping and load_best_model_at_end watch, or {@code null}
      *     when none of them is on
+     * @param saveOnlyModel {@code save_only_model}: the worker's checkpoints hold the weights without optimizer state
      */
     public record Output(
             String outputDir,
@@ -371,5 +372,15 @@ public record Recipe(
             Integer loggingSteps,
             BestModel best,
             boolean overwriteOutputDir,
-            boolean useTensorboard) {}
+            boolean useTensorboard,
+            boolean saveOnlyModel) {
+
+        public Output(String outputDir, Resume resume, String loraModelDir, SaveStrategy saveStrategy, Double saveSteps,
+                Integer savesPerEpoch, int saveTotalLimit, EvalStrategy evalStrategy, Double evalSteps,
+                Integer evalsPerEpoch, Integer loggingSteps, BestModel best, boolean overwriteOutputDir,
+                boolean useTensorboard) {
+            this(outputDir, resume, loraModelDir, saveStrategy, saveSteps, savesPerEpoch, saveTotalLimit, evalStrategy,
+                    evalSteps, evalsPerEpoch, loggingSteps, best, overwriteOutputDir, useTensorboard, false);
+        }
+    }
 }

@@ -42,9 +42,15 @@ final class RunChecks {
                         + "again at every start (nothing trained changes)", "remove it, or keep it for the torch "
                         + "worker (backend: fsdp), which caches the packed batches there and reuses them");
             }
+            if (recipe.output().saveOnlyModel()) {
+                problems.warn(problems.at("save_only_model", where), "save_only_model has no effect on the "
+                        + "single-device trainer, where this recipe runs (" + where(run) + "): its checkpoints always "
+                        + "hold what resuming needs", "remove it");
+            }
             return;
         }
         requireWorkerImplements(recipe, run, WorkerCapabilities.declared(), problems, where);
+        workerSharding(recipe, problems, where);
         // the torch worker: torch's AdamW and bitsandbytes' classes; anything else it would replace by AdamW
         if (!TORCH_ADAMW.contains(optimizer) && !optimizer.bitsAndBytes()) {
             problems.error(optimizerAt, "optimizer: " + optimizer.axolotlName() + " is unsupported: it is not in "
@@ -128,6 +134,29 @@ final class RunChecks {
         } catch (UserError e) {
             problems.error(at, "overrides_of_model_config makes the model's config unusable: " + e.getMessage(),
                     e.hint());
+        }
+    }
+
+    /**
+     * The FSDP settings the torch worker has no counterpart for, refused at their key (#21). Everything else in
+     * fsdp_config it honours: each decoder layer is its own unit (TRANSFORMER_BASED_WRAP, or the classes named in
+     * transformer_layer_cls_to_wrap), checkpoints hold the sharded DCP state, with the weights in Hugging Face's layout
+     * besides unless state_dict_type is SHARDED_STATE_DICT. (fp16 on the worker is refused with the precision keys.)
+     */
+    private static void workerSharding(Recipe recipe, Problems problems, Object where) {
+        Recipe.Fsdp fsdp = recipe.distributed().fsdp();
+        if (fsdp == null) {
+            return;
+        }
+        if ("LOCAL_STATE_DICT".equals(fsdp.stateDictType())) {
+            problems.error(problems.at("fsdp_config.state_dict_type", where), "fsdp_config.state_dict_type: "
+                    + "LOCAL_STATE_DICT is unsupported: FSDP2 checkpoints are sharded and reshardable (DCP)",
+                    "use SHARDED_STATE_DICT (checkpoints without the Hugging Face weights) or FULL_STATE_DICT");
+        }
+        if ("SIZE_BASED_WRAP".equals(fsdp.autoWrapPolicy())) {
+            problems.error(problems.at("fsdp_config.auto_wrap_policy", where), "fsdp_config.auto_wrap_policy: "
+                    + "SIZE_BASED_WRAP is unsupported: the worker makes each decoder layer its own FSDP unit",
+                    "use TRANSFORMER_BASED_WRAP (or remove the key)");
         }
     }
 

@@ -65,6 +65,33 @@ class RunChecksTest {
                 cpuWorker.toString());
     }
 
+    /** #21: what the torch worker would not carry out is refused at its key, not run as something else. */
+    @Test
+    void fsdpSettingsTheWorkerLacksAreRefusedAtTheirKeys(@TempDir Path dir) throws IOException {
+        LaunchShape twoGpus = LaunchShape.gpus(2, null, 80L << 30);
+        List<Finding> local = errors(write(dir, "fsdp_version: 2\nfsdp_config:\n  state_dict_type: LOCAL_STATE_DICT\n"),
+                twoGpus);
+        assertEquals(1, local.size(), local.toString());
+        assertTrue(local.get(0).message().startsWith("fsdp_config.state_dict_type: LOCAL_STATE_DICT is unsupported"),
+                local.toString());
+        assertTrue(local.get(0).where().endsWith("r.yaml:8:20"), local.get(0).where());
+        List<Finding> size = errors(write(dir, "fsdp_version: 2\nfsdp_config:\n  auto_wrap_policy: SIZE_BASED_WRAP\n"
+                + "  min_num_params: 100000\n"), twoGpus);
+        assertEquals(2, size.size(), size.toString());
+        assertTrue(size.stream().anyMatch(f -> f.message().startsWith("fsdp_config.auto_wrap_policy: SIZE_BASED_WRAP "
+                + "is unsupported")), size.toString());
+        assertTrue(size.stream().anyMatch(f -> f.where().endsWith("r.yaml:9:3")), size.toString());
+        // what the worker honours loads
+        ValidatedRecipe.load(write(dir, "fsdp_version: 2\nfsdp_config:\n  state_dict_type: SHARDED_STATE_DICT\n"
+                + "  auto_wrap_policy: TRANSFORMER_BASED_WRAP\n  transformer_layer_cls_to_wrap: LlamaDecoderLayer\n"
+                + "save_only_model: true\n"), List.of(), twoGpus);
+        // save_only_model on the JVM trainer: a warning, its checkpoints hold everything
+        List<Finding> warnings = ValidatedRecipe.load(write(dir, "save_only_model: true\n"), List.of(),
+                LaunchShape.RECIPE).warnings();
+        assertTrue(warnings.stream().anyMatch(w -> w.message().startsWith("save_only_model has no effect on the "
+                + "single-device trainer")), warnings.toString());
+    }
+
     @Test
     void tokenizerDefaultWithALocalModelWithoutATemplateIsRefused(@TempDir Path dir) throws IOException {
         Files.writeString(dir.resolve("c.jsonl"), "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}]}\n");

@@ -38,6 +38,11 @@ public final class MemoryModel {
      * both trainers.
      */
     public static final long JVM_AND_LIBTORCH = 384L << 20;
+    /**
+     * The most the worker copies off a device at once while it writes its rows of the weights (plan.json's
+     * {@code output.save_chunk_bytes}; finetune_worker/hf_layout.py), in host memory.
+     */
+    public static final long SAVE_CHUNK_BYTES = 64L << 20;
     /** Chunks of a chunked cross-entropy (torchtune's default). */
     static final int LOSS_CHUNKS = 8;
 
@@ -282,7 +287,7 @@ public final class MemoryModel {
             if (phases.contains(Phase.GENERATION)) {
                 bytes.put(Phase.GENERATION, gather);
             }
-            bytes.put(Phase.SAVE, Math.round(largest));
+            // a save gathers nothing: every rank writes its own shards (DCP) and rows (hf_layout.py)
             terms.add(new Term("fsdp_buffers", "all-gather of the unit in use and the prefetched one (layer " + gib(layerUnit)
                     + " GiB, embedding/head " + gib(tableUnit) + " GiB) + reduce-scatter " + gib(reduce) + " GiB", bytes));
         }
@@ -310,8 +315,21 @@ public final class MemoryModel {
             }
             long largestTrainable = lora == null ? p.largestTensor()
                     : p.loraTargets(s.adapter()).stream().mapToLong(t -> (long) lora.r() * t.copies() * Math.max(t.in(), t.out())).max().orElse(0);
-            add("save_staging", "largest saved tensor in fp32: " + count(largestTrainable) + " × 4 B", largestTrainable * 4,
-                    EnumSet.of(Phase.SAVE));
+            if (s.sharding() == Sharding.SINGLE && s.onCpu()) {
+                add("save_staging", "largest saved tensor in fp32: " + count(largestTrainable) + " × 4 B",
+                        largestTrainable * 4, EnumSet.of(Phase.SAVE));
+            } else if (s.onCpu()) {
+                // the worker's CPU ranks: DCP copies one shard view at a time before it writes it; the weights in
+                // Hugging Face's layout are written from the shards' own memory (finetune_worker/hf_layout.py)
+                long shard = shard(largestTrainable) * r.trainableWeight();
+                add("save_staging", "DCP's copy of the largest shard: " + count(shard(largestTrainable)) + " × "
+                        + r.trainableWeight() + " B; nothing gathered", shard, EnumSet.of(Phase.SAVE));
+            } else {
+                // the worker on GPUs: each rank writes its own rows, at most SAVE_CHUNK_BYTES copied to the host
+                // at a time, and DCP stages shards in host memory: nothing more on the device
+                add("save_staging", "nothing gathered: each rank writes its own rows via host copies of at most "
+                        + (SAVE_CHUNK_BYTES >> 20) + " MiB", 0, EnumSet.of(Phase.SAVE));
+            }
         }
 
         private void runtime(Set<Phase> phases) {

@@ -59,6 +59,27 @@ class MemoryModelTest {
         assertEquals(16 * p, staticBytes(fp32));
     }
 
+    /**
+     * #21: the worker's save gathers nothing (each rank writes its DCP shards and its rows of the Hugging Face files,
+     * finetune_worker/hf_layout.py, copying at most {@link MemoryModel#SAVE_CHUNK_BYTES} at a time to the host): on
+     * GPUs the save phase adds nothing to the device; on CPU ranks DCP's copy of one shard. The JVM trainer still
+     * stages its largest tensor in fp32.
+     */
+    @Test
+    void theWorkersSaveAddsNoGatheredTensorToTheDevice() {
+        ModelConfig llama70b = KnownModels.lookup("meta-llama/Llama-3.1-70B").orElseThrow();
+        MemoryEstimate gpus = MemoryModel.estimate(setup(llama70b, new AdapterSpec.Full(), PrecisionRegime.BF16_PURE,
+                new Recipe.Objective.Sft(), Sharding.FSDP_FULL_SHARD, 8));
+        assertEquals(0, gpus.term("save_staging").in(Phase.SAVE));
+        assertEquals(0, gpus.term("fsdp_buffers").in(Phase.SAVE));
+        assertTrue(gpus.total(Phase.SAVE) < gpus.total(Phase.OPTIMIZER_STEP), "a save is never the peak");
+        TrainingSetup cpuRanks = new TrainingSetup("test", LLAMA_3B, new AdapterSpec.Full(), PrecisionRegime.FP32,
+                Optimizer.ADAMW_TORCH, 1, 1, 256, true, new Recipe.Objective.Sft(), Sharding.FSDP_FULL_SHARD,
+                Devices.cpuRanks(2, 1, 64 * GIB), Kernels.ours(), ReferenceModel.of(new Recipe.Objective.Sft(), new AdapterSpec.Full(), null));
+        long largest = LLAMA_3B.parameters().largestTensor();
+        assertEquals((largest + 1) / 2 * 4, MemoryModel.estimate(cpuRanks).term("save_staging").in(Phase.SAVE));
+    }
+
     /** docs/memory-plan.md (LoRA and QLoRA): NF4 is 4.5 bits without, 4.127 bits with double quantization; embedding/head stay 16-bit. */
     @Test
     void qloraQuantizesOnlyDecoderLinears() {

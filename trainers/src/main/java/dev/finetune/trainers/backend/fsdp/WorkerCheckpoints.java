@@ -77,6 +77,7 @@ final class WorkerCheckpoints {
                         "to continue from its weights, start a new run with lora_model_dir: " + folder
                                 + " (an adapter) or base_model: " + folder + " (a full model)");
             }
+            refuseModelOnly(folder);
             verify(folder, metadataProblem);
             return folder.toAbsolutePath();
         }
@@ -85,6 +86,9 @@ final class WorkerCheckpoints {
         }
         List<Path> complete = complete(outputDir);
         List<String> damaged = new ArrayList<>();
+        if (!complete.isEmpty()) {
+            refuseModelOnly(complete.get(complete.size() - 1));
+        }
         for (int i = complete.size() - 1; i >= 0; i--) {
             try {
                 verify(complete.get(i), metadataProblem);
@@ -108,6 +112,28 @@ final class WorkerCheckpoints {
     }
 
     /**
+     * A checkpoint saved with {@code save_only_model} holds the weights without the optimizer's state: as with HF's
+     * Trainer, training cannot continue from it, only start anew from its weights.
+     */
+    private static void refuseModelOnly(Path folder) {
+        boolean modelOnly;
+        try {
+            String text = Files.readString(folder.resolve(OutputFolder.WORKER_STATE), StandardCharsets.UTF_8);
+            var state = com.google.gson.JsonParser.parseString(text);
+            modelOnly = state.isJsonObject() && state.getAsJsonObject().has("model_only")
+                    && state.getAsJsonObject().get("model_only").getAsBoolean();
+        } catch (IOException | RuntimeException e) {
+            return; // unreadable: verify() names the problem with its checksum
+        }
+        if (modelOnly) {
+            throw new UserError("resume_from_checkpoint", folder + " was saved with save_only_model: true: it holds "
+                    + "the weights but no optimizer state to continue from", "start a new run from its weights "
+                    + "(base_model: " + folder + ", or lora_model_dir: " + folder + " for an adapter), or train with "
+                    + "save_only_model: false to be able to resume");
+        }
+    }
+
+    /**
      * Every file the manifest names has its recorded SHA-256, the files a resume reads are among them, and the DCP
      * metadata reads as plain metadata ({@code metadataProblem}: a manifest proves only that nobody changed a file
      * after the manifest was written, not who wrote it).
@@ -128,6 +154,15 @@ final class WorkerCheckpoints {
                 throw new CheckpointStore.Damaged(folder, CHECKSUMS + " does not cover " + required);
             }
         }
+        verifyFiles(folder, sums);
+    }
+
+    /** Every file the manifest names has its recorded SHA-256 (a save_only_model checkpoint has no DCP state). */
+    static void verifyFiles(Path folder) {
+        verifyFiles(folder, manifest(folder));
+    }
+
+    private static void verifyFiles(Path folder, Map<String, String> sums) {
         for (Map.Entry<String, String> entry : sums.entrySet()) {
             Path file = folder.resolve(entry.getKey());
             if (!Files.isRegularFile(file)) {

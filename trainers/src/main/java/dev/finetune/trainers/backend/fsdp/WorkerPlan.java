@@ -16,6 +16,7 @@ import dev.finetune.recipes.UserError;
 import dev.finetune.recipes.ValidatedRecipe;
 import dev.finetune.recipes.model.ModelConfig;
 import dev.finetune.recipes.model.ModelParameters;
+import dev.finetune.recipes.plan.MemoryModel;
 import dev.finetune.trainers.backend.DatasetIdentity;
 import dev.finetune.trainers.backend.RunFiles;
 import dev.finetune.trainers.model.LlamaModel;
@@ -43,6 +44,12 @@ public record WorkerPlan(Path folder, Path planFile, long totalSteps, long warmu
         int microBatchesPerEpoch, Trainer.Run run) {
 
     public static final String FOLDER = "worker";
+    /**
+     * A full fine-tune's safetensors files are at most this size, as most Hugging Face models ship (transformers 4's
+     * default; 5's writes 50 GB files): each file is created and hashed by one rank, so smaller files spread a save's
+     * hashing over more ranks, and a download of one file stays short.
+     */
+    static final long MAX_FILE_BYTES = 5_000_000_000L;
     private static final String SCHEDULE = "schedule.safetensors";
     private static final String INITIAL_ADAPTER = "initial-adapter";
 
@@ -137,7 +144,8 @@ public record WorkerPlan(Path folder, Path planFile, long totalSteps, long warmu
                         resolved.precision().key(), recipe.precision().tf32() != Recipe.Flag.FALSE,
                         resolved.activationCheckpointing(), adapter, kernels(recipe.speedups(), resolved)),
                 new WorkerPlanFile.Parallel(resolved.worldSize(), fsdp == null || fsdp.reshardAfterForward(),
-                        fsdp != null && fsdp.offloadParams(), recipe.distributed().ddpTimeoutSeconds()),
+                        fsdp != null && fsdp.offloadParams(), recipe.distributed().ddpTimeoutSeconds(),
+                        layerClasses(fsdp)),
                 new WorkerPlanFile.Data(absolute(batches), absolute(folder.resolve(SCHEDULE)), validated.plan().micro(),
                         perStep, perEpoch, absolute(folder.resolve("logs"))),
                 new WorkerPlanFile.Training(run.schedule().totalSteps(), run.training().numEpochs(),
@@ -151,7 +159,19 @@ public record WorkerPlan(Path folder, Path planFile, long totalSteps, long warmu
                         run.training().maxGradNorm()),
                 objective(recipe, resolved.reference()),
                 new WorkerPlanFile.Output(absolute(run.outputDir()), tokenizer,
-                        resumeFrom != null ? absolute(resumeFrom) : null, ResumeKeys.hash(invariants)));
+                        resumeFrom != null ? absolute(resumeFrom) : null, ResumeKeys.hash(invariants),
+                        recipe.output().saveOnlyModel(),
+                        fsdp == null || !"SHARDED_STATE_DICT".equals(fsdp.stateDictType()), MAX_FILE_BYTES,
+                        MemoryModel.SAVE_CHUNK_BYTES));
+    }
+
+    /** {@code transformer_layer_cls_to_wrap} as Axolotl writes it: one class name, or several separated by commas. */
+    static List<String> layerClasses(Recipe.Fsdp fsdp) {
+        String written = fsdp == null ? null : fsdp.transformerLayerClsToWrap();
+        if (written == null || written.isBlank()) {
+            return List.of();
+        }
+        return java.util.Arrays.stream(written.split(",")).map(String::strip).filter(n -> !n.isEmpty()).toList();
     }
 
     private static String absolute(Path path) {

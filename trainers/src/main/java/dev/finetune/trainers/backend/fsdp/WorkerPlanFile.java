@@ -83,8 +83,11 @@ public record WorkerPlanFile(String format, Model model, Parallel parallel, Data
      * How the ranks shard: FSDP2 per decoder layer and the root.
      *
      * @param ddpTimeoutSeconds {@code ddp_timeout}: how long a collective waits for the other ranks before it fails
+     * @param layerClasses {@code fsdp_config.transformer_layer_cls_to_wrap}: the module classes FSDP wraps one by one
+     *     (empty: the model's own decoder layer)
      */
-    public record Parallel(int worldSize, boolean reshardAfterForward, boolean offloadParams, int ddpTimeoutSeconds) {}
+    public record Parallel(int worldSize, boolean reshardAfterForward, boolean offloadParams, int ddpTimeoutSeconds,
+            List<String> layerClasses) {}
 
     /**
      * @param batches the preprocessed micro batches ({@code finetune-batches-1})
@@ -135,8 +138,14 @@ public record WorkerPlanFile(String format, Model model, Parallel parallel, Data
      * @param tokenizerFiles copied into every checkpoint and the final folder
      * @param resume the verified checkpoint to continue, or {@code null}
      * @param resumeKey the hash of what a checkpoint must agree on to be resumed
+     * @param saveOnlyModel {@code save_only_model}: checkpoints without optimizer state, which cannot be resumed
+     * @param checkpointWeights every checkpoint also holds the weights in Hugging Face's layout (false for
+     *     {@code fsdp_config.state_dict_type: SHARDED_STATE_DICT}: the DCP shards only)
+     * @param maxFileBytes a full fine-tune's safetensors files are at most this size (a larger tensor alone in one)
+     * @param saveChunkBytes the most a rank copies off its device at once while it writes its rows of the weights
      */
-    public record Output(String dir, List<String> tokenizerFiles, String resume, String resumeKey) {}
+    public record Output(String dir, List<String> tokenizerFiles, String resume, String resumeKey,
+            boolean saveOnlyModel, boolean checkpointWeights, long maxFileBytes, long saveChunkBytes) {}
 
     /** The file's text: the one serialisation of the contract. */
     public String toJson() {

@@ -69,7 +69,7 @@ class WorkerKernelsTest {
     }
 
     /** {@code python -m unittest MODULE -v} in the suites' folder; fails with its output unless every test passed. */
-    private static void run(String module, Map<String, String> environment) throws IOException, InterruptedException {
+    static void run(String module, Map<String, String> environment) throws IOException, InterruptedException {
         Path root = WorkerEnvironment.repoRoot();
         ProcessBuilder builder = new ProcessBuilder(WorkerEnvironment.python(), "-m", "unittest", module, "-v")
                 .directory(root.resolve("trainers/src/test/resources/worker").toFile())
