@@ -94,8 +94,14 @@ public final class Main implements Callable<Integer> {
         // the fit check before the weights' download (a recipe that cannot fit transfers nothing big); a dry run
         // downloads nothing and plans from what the cache or the built-in table holds
         if (!launchOptions.dryRun) {
-            RunInputs.fetchConfig(validated.recipe(), !(RunPlan.source(validated,
-                    recipeArgs.recipe().toAbsolutePath().normalize().getParent(), null) instanceof ModelSource.Unknown));
+            boolean configAtHand = !(RunPlan.source(validated, recipeArgs.recipe().toAbsolutePath().normalize()
+                    .getParent(), null) instanceof ModelSource.Unknown);
+            RunInputs.fetchConfig(validated.recipe(), configAtHand);
+            if (!configAtHand) {
+                // validate could not read the model's shape (only the hub had it); the checks that need it (LoRA
+                // target names, resize_token_embeddings_to_32x) run now, before any weight is fetched or written
+                validated = recipeArgs.load(launchOptions.shape());
+            }
         }
         RunPlan run = requireFits(validated);
         if (!launchOptions.dryRun) {

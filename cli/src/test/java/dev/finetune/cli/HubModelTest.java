@@ -167,6 +167,33 @@ class HubModelTest {
         assertFalse(Files.exists(dir.resolve("out")), "a refused run wrote its output folder");
     }
 
+    /**
+     * A check that needs the model's shape, which only the hub has when validate runs, is made once the run has
+     * fetched config.json and before it fetches any weight: validate warns, the run refuses at the key's line.
+     */
+    @Test
+    void checksThatNeedTheHubsConfigRunBeforeTheWeightsAreFetched(@TempDir Path dir) throws Exception {
+        String odd = "test-org/odd-vocab";
+        Path repo = modelRepo(dir.resolve("repo"));
+        Files.writeString(repo.resolve("config.json"), Files.readString(repo.resolve("config.json"))
+                .replaceFirst("\"vocab_size\":\\s*512", "\"vocab_size\": 500"));
+        hub.publish(RepoType.MODEL, odd, "main", repo);
+        Path recipe = recipe(dir, odd);
+        Files.writeString(recipe, Files.readString(recipe) + "resize_token_embeddings_to_32x: true\n");
+        Map<String, String> env = HubProcess.env(dir.resolve("hf"), hub.endpoint());
+
+        HubProcess.Run validate = HubProcess.finetune(dir, env, "validate", recipe.toString());
+        assertEquals(0, validate.exit(), validate.all());
+        assertTrue(validate.err().contains("resize_token_embeddings_to_32x: true is checked when the run fetches"),
+                validate.all());
+        HubProcess.Run run = HubProcess.finetune(dir, env, recipe.toString());
+        HubProcess.assertOneLineError(run, "hub.yaml:16", "its vocab_size 500");
+        Path cached = dir.resolve("hf/hub/models--test-org--odd-vocab/snapshots");
+        assertTrue(list(cached).stream().anyMatch(f -> f.endsWith("config.json")), list(cached).toString());
+        assertTrue(list(cached).stream().noneMatch(f -> f.endsWith(".safetensors")), "weights fetched: " + list(cached));
+        assertFalse(Files.exists(dir.resolve("out")), "a refused run wrote its output folder");
+    }
+
     /** A short LoRA SFT recipe on the quickstart data for {@code model}. */
     static Path recipe(Path dir, String model) throws IOException {
         Path data = MainProcessTest.repoRoot().resolve("configs/data/quickstart.jsonl");

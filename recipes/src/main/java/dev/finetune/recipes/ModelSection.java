@@ -309,7 +309,8 @@ final class ModelSection {
      * {@code resize_token_embeddings_to_32x}: Axolotl grows the embedding (and head) to the tokenizer's size rounded up
      * to a multiple of 32, when it has fewer rows; the new rows are logits every softmax sees. finetune adds no tokens,
      * so with a {@code vocab_size} that is a multiple of 32 Axolotl changes nothing either and the key is accepted; any
-     * other model would train with rows finetune does not add, and is refused.
+     * other model would train with rows finetune does not add, and is refused. A hub model's config.json that is not
+     * in the cache yet is read when the run fetches it, before any weight (see the run's second validation).
      */
     private void requireEmbeddingsAMultipleOf32(Object where) {
         ModelSource source = null;
@@ -320,10 +321,11 @@ final class ModelSection {
             // an unreadable config.json is the model loader's error to report, with its own message
         }
         if (!(source instanceof ModelSource.Found found)) {
-            problems.error(where, "resize_token_embeddings_to_32x: true needs the model's vocab_size, and its config.json "
-                    + "is not at hand: finetune resizes no embeddings, so it accepts the key only where Axolotl's "
-                    + "resize changes nothing (a vocab_size that is a multiple of 32)", "run 'finetune download "
-                    + architectureName + "' (validate then reads its config.json), or remove the key");
+            // only the hub has the config.json: the run fetches it before anything else and validates again
+            problems.warn(where, "resize_token_embeddings_to_32x: true is checked when the run fetches the model's "
+                    + "config.json: finetune resizes no embeddings, so the run refuses it unless vocab_size is a "
+                    + "multiple of 32 (where Axolotl's resize changes nothing)", "run 'finetune download "
+                    + architectureName + "' to have validate read its config.json now");
             return;
         }
         int vocab = found.config().vocabSize();

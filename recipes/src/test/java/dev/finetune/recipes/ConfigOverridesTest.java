@@ -88,8 +88,10 @@ class ConfigOverridesTest {
         assertTrue(odd.errors().get(0).where().endsWith("r.yaml:7:33"), odd.errors().toString());
         Path hub = recipe(dir, "resize_token_embeddings_to_32x: true\n");
         Files.writeString(hub, Files.readString(hub).replace("base_model: " + STORIES, "base_model: org/unknown-model"));
-        InvalidRecipe unknown = assertThrows(InvalidRecipe.class, () -> ValidatedRecipe.load(hub, List.of()));
-        assertTrue(unknown.errors().get(0).message().contains("is not at hand"), unknown.errors().toString());
+        // only the hub has its config.json: the run checks it once fetched (HubModelTest), validate says so
+        ValidatedRecipe unknown = ValidatedRecipe.load(hub, List.of());
+        assertTrue(unknown.warnings().stream().anyMatch(w -> w.message().startsWith(
+                "resize_token_embeddings_to_32x: true is checked when the run fetches")), unknown.warnings().toString());
     }
 
     /** model_revision, Axolotl's alias of revision_of_model, pins the commit trained as the key itself does. */
