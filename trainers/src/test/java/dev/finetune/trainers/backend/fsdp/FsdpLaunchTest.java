@@ -60,7 +60,7 @@ class FsdpLaunchTest {
                 + "--nproc-per-node 8 --tee 3 --log-dir " + worker.resolve("logs") + " --no-python /opt/py/bin/python "
                 + "-I -u " + code + " " + worker.resolve("plan.json")), text);
         assertFalse(text.contains("PYTHONPATH"), text);
-        assertTrue(text.contains("  OMP_NUM_THREADS=4\n"), text);
+        assertTrue(text.matches("(?s).*\n  OMP_NUM_THREADS=[1-9][0-9]*\n.*"), text);
         assertTrue(text.contains("world size: 8 (1 node x 8 processes per node)"), text);
         assertTrue(text.contains("global batch: micro 2 x ranks 8 x accumulation 4 = 64 sequences per optimizer step "
                 + "(32 micro batches)"), text);
@@ -110,6 +110,15 @@ class FsdpLaunchTest {
         } catch (InterruptedException e) {
             throw new IllegalStateException(e);
         }
+    }
+
+    @Test
+    void eachRankGetsItsShareOfTheLaunchersCpusUnlessTheUserSaid(@TempDir Path tmp) throws IOException {
+        Launch eightGpus = new Launch(gpuRecipe(tmp, 1).run(), 0, null, null, true);
+        // 64 CPUs bound to the launcher (srun --cpus-per-task=64) over 8 ranks; torchrun alone would give each 1
+        assertEquals("8", eightGpus.environment(64, Map.of()).get("OMP_NUM_THREADS"));
+        assertEquals("1", eightGpus.environment(4, Map.of()).get("OMP_NUM_THREADS"));
+        assertEquals("3", eightGpus.environment(64, Map.of("OMP_NUM_THREADS", "3")).get("OMP_NUM_THREADS"));
     }
 
     @Test
