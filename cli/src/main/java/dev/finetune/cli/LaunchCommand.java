@@ -32,6 +32,10 @@ final class LaunchCommand implements Callable<Integer> {
     @Option(names = "--out", paramLabel = "FILE", description = "where to write it (default: output_dir/launch.sbatch)")
     Path out;
 
+    @Option(names = "--cpus-per-task", paramLabel = "N", description = "#SBATCH --cpus-per-task: the CPUs each "
+            + "node's launcher and its ranks get (default: every CPU the job holds on the node; the ranks share them)")
+    Integer cpusPerTask;
+
     @Mixin
     LaunchOptions launchOptions = new LaunchOptions();
 
@@ -47,7 +51,7 @@ final class LaunchCommand implements Callable<Integer> {
         String home = System.getProperty("finetune.home");
         String launcher = home != null ? Path.of(home).resolve("finetune").toAbsolutePath().toString() : "finetune";
         String script = SlurmScript.render(launcher, recipeArgs.recipe().toAbsolutePath(), recipeArgs.overrides,
-                launch, "finetune-" + outputDir.getFileName(), outputDir);
+                launch, "finetune-" + outputDir.getFileName(), outputDir, cpusPerTask);
         Path file = out != null ? out : outputDir.resolve(dev.finetune.trainers.backend.OutputFolder.SBATCH);
         try {
             if (file.toAbsolutePath().getParent() != null) {

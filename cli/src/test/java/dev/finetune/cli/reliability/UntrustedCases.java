@@ -42,12 +42,14 @@ final class UntrustedCases {
         String script = Files.readString(dir.resolve("work/job.sbatch"));
         String real = Runner.repoRoot().resolve("finetune").toString();
         assertTrue(script.contains(real), script);
+        assertTrue(script.contains("\n#SBATCH --cpus-per-task=6\n"), script);
         Path runnable = dir.resolve("job-stubbed.sbatch");
         Files.writeString(runnable, script.replace(real, launcher.toString()));
         ProcessBuilder builder = new ProcessBuilder("bash", runnable.toString()).directory(dir.toFile())
                 .redirectErrorStream(true);
         builder.environment().put("PATH", bin + ":" + System.getenv("PATH"));
         builder.environment().put("SLURM_JOB_NODELIST", "node[001-002]");
+        builder.environment().put("SLURM_CPUS_ON_NODE", "4");
         Process p = builder.start();
         p.getOutputStream().close();
         String output = new String(p.getInputStream().readAllBytes(), java.nio.charset.StandardCharsets.UTF_8);
@@ -88,8 +90,8 @@ final class UntrustedCases {
                 Case.works("launch --slurm: overrides reach each node as given", UNTRUSTED, "wrote", dir -> {
                     Path recipe = recipe(dir, with(sft(), "hardware", "{gpus: 2, nodes: 2}", "backend", "fsdp"));
                     return Case.Invocation.of("launch", "--slurm", "--out", "job.sbatch", "--rdzv-endpoint", "x:1",
-                            recipe.toString(), "output_dir=./out/sb$(touch " + dir.resolve("X") + ")",
-                            "wandb_name=two words", "seed=7").writing(dir.resolve("work/job.sbatch"));
+                            "--cpus-per-task", "6", recipe.toString(),
+                            "output_dir=./out/sb$(touch " + dir.resolve("X") + ")", "wandb_name=two words", "seed=7").writing(dir.resolve("work/job.sbatch"));
                 }).then((dir, o) -> slurmScriptPassesValuesLiterally(dir)),
                 Case.refused("base: a folder", UNTRUSTED, "is a folder", dir -> {
                     Files.createDirectories(dir.resolve("common.yaml"));

@@ -31,7 +31,7 @@ final class DryRun {
         s.append("worker code: a private copy extracted at launch into ").append(code.getParent())
                 .append("/finetune-worker-*\n");
         s.append("environment:\n");
-        launch.environment(Runtime.getRuntime().availableProcessors())
+        launch.environment(Runtime.getRuntime().availableProcessors(), System.getenv())
                 .forEach((k, v) -> s.append("  ").append(k).append('=').append(v).append('\n'));
         s.append(String.format(Locale.ROOT, "world size: %d (%d node%s x %d process%s per node), this node's rank %d%n",
                 launch.worldSize(), launch.nnodes(), launch.nnodes() == 1 ? "" : "s", launch.nprocPerNode(),

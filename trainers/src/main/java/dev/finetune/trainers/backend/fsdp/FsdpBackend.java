@@ -134,7 +134,7 @@ public final class FsdpBackend {
                             : "s", data.evalBatches());
 
             Map<String, String> env = new LinkedHashMap<>(launch.environment(
-                    Runtime.getRuntime().availableProcessors()));
+                    Runtime.getRuntime().availableProcessors(), System.getenv()));
             // the ranks stop when this process is gone, however it went: no orphan writes into a folder whose lock
             // died with it
             env.put("FINETUNE_LAUNCHER_PID", Long.toString(ProcessHandle.current().pid()));

@@ -89,14 +89,21 @@ public record Launch(ResolvedRun run, int nodeRank, String rdzvEndpoint, String 
         return command;
     }
 
-    /** The environment the ranks get beyond the caller's: on CPU a fair share of the cores per rank. */
-    public Map<String, String> environment(int cores) {
+    /**
+     * The environment the ranks get beyond the caller's. {@code cores} are the CPUs this launcher may use (under srun,
+     * what Slurm bound its task to); each rank gets an equal share of them as its thread count, unless
+     * {@code inherited} (the launcher's own environment) sets {@code OMP_NUM_THREADS}, which then wins. torchrun's own
+     * default, 1 per rank, would leave a GPU rank's CPU work (offloaded optimizer steps, clipping) on one core.
+     */
+    public Map<String, String> environment(int cores, Map<String, String> inherited) {
         boolean cpu = cpu();
         Map<String, String> env = new LinkedHashMap<>();
         env.put("TOKENIZERS_PARALLELISM", "false");
         // the launcher fetched every hub input and passes local paths: a rank never asks the hub
         env.put("HF_HUB_OFFLINE", "1");
-        env.put("OMP_NUM_THREADS", Integer.toString(Math.max(1, cpu ? cores / nprocPerNode() : 4)));
+        String threads = inherited.get("OMP_NUM_THREADS");
+        env.put("OMP_NUM_THREADS", threads != null && !threads.isBlank() ? threads
+                : Integer.toString(Math.max(1, cores / nprocPerNode())));
         if (cpu) {
             env.put("FINETUNE_DEVICE", "cpu");
         }

@@ -21,7 +21,7 @@ import org.junit.jupiter.api.io.TempDir;
 /** What the launcher would start, checked without starting it: dry runs for 1 x 8 and 2 x 8 GPUs, sbatch. */
 class FsdpLaunchTest {
 
-    private static ValidatedRecipe gpuRecipe(Path tmp, int nodes) throws IOException {
+    static ValidatedRecipe gpuRecipe(Path tmp, int nodes) throws IOException {
         return FsdpRuns.recipe(tmp, "gpus", """
                 base_model: %s
                 datasets:
@@ -60,7 +60,7 @@ class FsdpLaunchTest {
                 + "--nproc-per-node 8 --tee 3 --log-dir " + worker.resolve("logs") + " --no-python /opt/py/bin/python "
                 + "-I -u " + code + " " + worker.resolve("plan.json")), text);
         assertFalse(text.contains("PYTHONPATH"), text);
-        assertTrue(text.contains("  OMP_NUM_THREADS=4\n"), text);
+        assertTrue(text.matches("(?s).*\n  OMP_NUM_THREADS=[1-9][0-9]*\n.*"), text);
         assertTrue(text.contains("world size: 8 (1 node x 8 processes per node)"), text);
         assertTrue(text.contains("global batch: micro 2 x ranks 8 x accumulation 4 = 64 sequences per optimizer step "
                 + "(32 micro batches)"), text);
@@ -91,13 +91,14 @@ class FsdpLaunchTest {
         ValidatedRecipe recipe = gpuRecipe(tmp, 2);
         Launch launch = new Launch(recipe.run(), 0, "x:1", null, false);
         String script = SlurmScript.render("/shared/finetune/finetune", tmp.resolve("gpus.yaml"),
-                List.of("learning_rate=2e-4"), launch, "finetune-out", tmp.resolve("out"));
+                List.of("learning_rate=2e-4"), launch, "finetune-out", tmp.resolve("out"), null);
         assertTrue(script.contains("#SBATCH --nodes=2\n"), script);
         assertTrue(script.contains("#SBATCH --gpus-per-node=8\n"), script);
         assertTrue(script.contains("\n/shared/finetune/finetune preprocess " + tmp.resolve("gpus.yaml")
                 + " learning_rate=2e-4\n"), script);
         // the node's launcher and its arguments are "$@" of a fixed script: no value is ever pasted into its text
-        assertTrue(script.contains("srun --ntasks-per-node=1 --kill-on-bad-exit=1 bash -c 'exec \"$@\" "
+        assertTrue(script.contains("srun --ntasks-per-node=1 --kill-on-bad-exit=1 --export=ALL "
+                + "--cpus-per-task=\"$cpus\" bash -c 'exec \"$@\" "
                 + "--nnodes \"$SLURM_NNODES\" --node-rank \"$SLURM_NODEID\" --nproc-per-node 8 --rdzv-endpoint "
                 + "\"$0:29500\"' \"$head_node\" /shared/finetune/finetune " + tmp.resolve("gpus.yaml")
                 + " learning_rate=2e-4 backend=fsdp\n"), script);
@@ -110,6 +111,15 @@ class FsdpLaunchTest {
         } catch (InterruptedException e) {
             throw new IllegalStateException(e);
         }
+    }
+
+    @Test
+    void eachRankGetsItsShareOfTheLaunchersCpusUnlessTheUserSaid(@TempDir Path tmp) throws IOException {
+        Launch eightGpus = new Launch(gpuRecipe(tmp, 1).run(), 0, null, null, true);
+        // 64 CPUs bound to the launcher (srun --cpus-per-task=64) over 8 ranks; torchrun alone would give each 1
+        assertEquals("8", eightGpus.environment(64, Map.of()).get("OMP_NUM_THREADS"));
+        assertEquals("1", eightGpus.environment(4, Map.of()).get("OMP_NUM_THREADS"));
+        assertEquals("3", eightGpus.environment(64, Map.of("OMP_NUM_THREADS", "3")).get("OMP_NUM_THREADS"));
     }
 
     @Test
