@@ -18,10 +18,12 @@ class World:
     host: str
 
 
-def start(timeout_seconds=1800):
+def start(timeout_seconds=1800, host_collectives=False):
     """Joins the process group torchrun set up (gloo on CPU, NCCL on CUDA); a plain ``python`` start is rank 0 of 1.
     ``timeout_seconds`` (ddp_timeout): a collective that waits longer for a rank (stopped, hung, cut off) fails, so
-    the run ends naming it instead of holding every other rank for ever."""
+    the run ends naming it instead of holding every other rank for ever. ``host_collectives`` (offload_params on
+    CUDA): the sharded gradients then live in host memory, and NCCL reduces only CUDA tensors, so the gradient norm's
+    reductions go over gloo beside NCCL, as FSDP2's CPUOffloadPolicy requires."""
     if "RANK" not in os.environ:
         os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1")
         os.environ.setdefault("MASTER_PORT", str(_free_port()))
@@ -31,7 +33,7 @@ def start(timeout_seconds=1800):
     if torch.cuda.is_available() and os.environ.get("FINETUNE_DEVICE", "auto") != "cpu":
         device = torch.device("cuda", local_rank)
         torch.cuda.set_device(device)
-        backend = "nccl"
+        backend = "cuda:nccl,cpu:gloo" if host_collectives else "nccl"
     else:
         device = torch.device("cpu")
         backend = "gloo"

@@ -313,7 +313,7 @@ def main(plan_path):
     world = None
     report = launcher_link.Reporter(None)
     try:
-        world = distributed.start(plan.parallel.ddp_timeout_seconds)
+        world = distributed.start(plan.parallel.ddp_timeout_seconds, plan.parallel.offload_params)
         report = launcher_link.Reporter(world)
         # The launcher keeps every rank's pid, so that none outlives a failed run.
         report.emit("rank", everyone=True, pid=os.getpid(), local_rank=world.local_rank)
