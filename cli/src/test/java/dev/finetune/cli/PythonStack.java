@@ -16,7 +16,8 @@ import java.util.concurrent.TimeUnit;
 /**
  * The project's Python environment ({@code <repo>/.venv}, made by the test build) for tests that check our files
  * with the real libraries (transformers, PEFT). Missing, such a test skips, except under {@code CI=true}, where it
- * fails: CI installs the stack. (The trainers module's tests have the same helper; modules share no test code.)
+ * fails: CI installs the stack. (The trainers module's tests have the same helper; of their test code the cli uses
+ * only TinyFamilies' models, through trainers' test jar.)
  */
 final class PythonStack {
     private PythonStack() {}

@@ -30,9 +30,12 @@ class ValidateCorpusTest {
     /**
      * The corpus lives beside the repository ({@code ../shared}), not in it: a user's clone has none, so there the
      * test skips with its reason; CI checks out {@code ../shared}, so under {@code CI=true} a missing corpus fails.
+     * {@code -Dfinetune.corpus=DIR} names it where the clone is not beside it (a git worktree elsewhere).
      */
     static Path corpus() {
-        Path corpus = MainProcessTest.repoRoot().resolveSibling("shared").resolve("compat/axolotl");
+        String named = System.getProperty("finetune.corpus");
+        Path corpus = named != null ? Path.of(named).toAbsolutePath()
+                : MainProcessTest.repoRoot().resolveSibling("shared").resolve("compat/axolotl");
         if (!Files.isDirectory(corpus)) {
             String reason = "the Axolotl corpus is not beside the repository: " + corpus;
             if ("true".equals(System.getenv("CI"))) {
@@ -80,7 +83,7 @@ class ValidateCorpusTest {
         }
     }
 
-    private static List<String> yamlFiles(Path corpus) throws IOException {
+    static List<String> yamlFiles(Path corpus) throws IOException {
         try (Stream<Path> walk = Files.walk(corpus)) {
             return walk.filter(Files::isRegularFile)
                     .filter(p -> p.toString().endsWith(".yaml") || p.toString().endsWith(".yml"))
