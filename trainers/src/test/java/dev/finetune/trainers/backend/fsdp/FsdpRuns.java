@@ -102,9 +102,9 @@ final class FsdpRuns {
      * plan's per-device figure. Tensor bytes are exact, so a wider gap is a term the plan counts wrong.
      */
     static void tensorsMatchPlan(String what, ValidatedRecipe recipe, int ranks) {
+        // step 1's own line, or with logging_steps the interval's line that folds it in
         JsonObject first = MetricsLog.read(outputDir(recipe).resolve(MetricsLog.FILE)).stream()
                 .filter(line -> line.has("loss")).findFirst().orElseThrow();
-        assertEquals(1, first.get("step").getAsLong(), what + ": " + first);
         MemoryEstimate plan = RunPlan.of(onRanks(recipe, ranks), outputDir(recipe).getParent(), null, null, null)
                 .memory().estimate();
         Map<String, Long> planned = plan.tensorTerms();
