@@ -59,7 +59,7 @@ final class FsdpRuns {
      * @param planned whether the run gets its plan, as {@code finetune train} gives it: the first step's metrics line
      *     then holds the plan's memory beside the measured
      */
-    private static FsdpBackend.Result fsdp(ValidatedRecipe recipe, int ranks, Map<String, String> environment,
+    static FsdpBackend.Result fsdp(ValidatedRecipe recipe, int ranks, Map<String, String> environment,
             ByteArrayOutputStream log, boolean planned) {
         PrintWriter out = writer(log);
         ValidatedRecipe launched = onRanks(recipe, ranks);
