@@ -1,6 +1,8 @@
 package dev.finetune.recipes.plan;
 
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
 
 /** Bytes per device, term by term and phase by phase, for one {@link TrainingSetup}. */
 public record MemoryEstimate(TrainingSetup setup, List<Term> terms, List<Phase> phases) {
@@ -40,6 +42,23 @@ public record MemoryEstimate(TrainingSetup setup, List<Term> terms, List<Phase> 
     /** Capacity minus peak: spare memory when positive, the shortfall when negative. */
     public long headroomBytes() {
         return capacityBytes() - peakBytes();
+    }
+
+    /**
+     * The plan's bytes per device for each state a rank can count in its own tensors after the first optimizer step
+     * (finetune_worker/memory.py's terms): {@code weights} (with QLoRA's NF4 linears), {@code adapter} (LoRA only),
+     * {@code gradients} and {@code optimizer_state}. Every plan-vs-measured comparison of tensor bytes goes through
+     * this one mapping.
+     */
+    public Map<String, Long> tensorTerms() {
+        Map<String, Long> bytes = new LinkedHashMap<>();
+        for (String name : List.of("weights", "weights_nf4", "adapter", "gradients", "optimizer_state")) {
+            Term t = term(name);
+            if (t != null) {
+                bytes.merge(name.equals("weights_nf4") ? "weights" : name, t.in(Phase.OPTIMIZER_STEP), Long::sum);
+            }
+        }
+        return bytes;
     }
 
     public Term term(String name) {

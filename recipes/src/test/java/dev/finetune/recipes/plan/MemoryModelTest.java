@@ -203,6 +203,25 @@ class MemoryModelTest {
         assertEquals(2L * 1024 * 128256 * 8, e.term("logits").in(Phase.FORWARD_BACKWARD));
     }
 
+    /**
+     * The terms a rank counts in its own tensors (finetune_worker/memory.py): QLoRA's NF4 linears are weights there,
+     * a full fine-tune has no adapter, and the figures are per device after the optimizer step (sharded).
+     */
+    @Test
+    void tensorTermsAreWhatARankHoldsAfterTheOptimizerStep() {
+        MemoryEstimate qlora = MemoryModel.estimate(setup(LLAMA_8B, QLORA, PrecisionRegime.MIXED_FP32_MASTER,
+                new Recipe.Objective.Sft(), Sharding.FSDP_FULL_SHARD, 4));
+        assertEquals(List.of("weights", "adapter", "gradients", "optimizer_state"), List.copyOf(qlora.tensorTerms().keySet()));
+        assertEquals(qlora.term("weights").in(Phase.OPTIMIZER_STEP) + qlora.term("weights_nf4").in(Phase.OPTIMIZER_STEP),
+                qlora.tensorTerms().get("weights"));
+        MemoryEstimate full = MemoryModel.estimate(setup(LLAMA_8B, new AdapterSpec.Full(), PrecisionRegime.BF16_PURE,
+                new Recipe.Objective.Sft(), Sharding.FSDP_FULL_SHARD, 4));
+        assertEquals(List.of("weights", "gradients", "optimizer_state"), List.copyOf(full.tensorTerms().keySet()));
+        long p = LLAMA_8B.parameterCount();
+        assertEquals(p * 2 / 4.0, full.tensorTerms().get("gradients"), 1);
+        assertEquals(p * 2 * 2 / 4.0, full.tensorTerms().get("optimizer_state"), 1);
+    }
+
     @Test
     void eightBitAdamKeepsSmallTensorsIn32Bits() {
         TrainingSetup adamw = new TrainingSetup("test", LLAMA_3B, new AdapterSpec.Full(), PrecisionRegime.BF16_PURE,

@@ -1,6 +1,7 @@
 package dev.finetune.trainers.backend.fsdp;
 
 import com.google.gson.Gson;
+import com.google.gson.JsonArray;
 import com.google.gson.JsonElement;
 import com.google.gson.JsonObject;
 import com.google.gson.JsonParser;
@@ -280,14 +281,27 @@ final class RankRelay {
 
     /**
      * Each rank's measured peak after the first optimizer step beside the plan's per-device estimate; the
-     * largest goes into that step's metrics line under the single-device run's names.
+     * largest goes into that step's metrics line under the single-device run's names, with the bytes of the ranks'
+     * tensors per plan term and their load peak ({@link EstimateReport#tensors}).
      */
     private void peaks(JsonObject event) {
         String measuredAs = event.has("measured") ? event.get("measured").getAsString() : "resident set, VmHWM";
         long at = event.has("step") ? event.get("step").getAsLong() : step + 1;
         double largest = -1;
-        for (JsonElement element : event.getAsJsonArray("ranks")) {
+        // the largest rank per term: the plan's per-device figures promise what every rank fits in
+        Map<String, Long> tensors = new LinkedHashMap<>();
+        double loadPeak = -1;
+        String tensorsWho = "";
+        JsonArray ranks = event.getAsJsonArray("ranks");
+        for (JsonElement element : ranks) {
             JsonObject rank = element.getAsJsonObject();
+            if (rank.has("tensors")) {
+                rank.getAsJsonObject("tensors").entrySet().forEach(t -> tensors.merge(t.getKey(),
+                        t.getValue().getAsLong(), Math::max));
+            }
+            if (rank.has("load_peak_memory_mb")) {
+                loadPeak = Math.max(loadPeak, rank.get("load_peak_memory_mb").getAsDouble());
+            }
             double mb = rank.get("peak_memory_mb").getAsDouble();
             Map<String, Object> peak = new LinkedHashMap<>();
             peak.put("rank", rank.get("rank").getAsInt());
@@ -295,6 +309,7 @@ final class RankRelay {
             peak.put("peak_memory_mb", mb);
             peaks.add(peak);
             String who = "[rank " + rank.get("rank").getAsInt() + " " + rank.get("host").getAsString() + "] ";
+            tensorsWho = ranks.size() == 1 ? who : "[largest of " + ranks.size() + " ranks] ";
             Map<String, Object> compared = report == null ? Map.of()
                     : report.firstStep(Map.of("step", at, "peak_memory_mb", mb), who, measuredAs);
             if (compared.isEmpty()) {
@@ -306,6 +321,12 @@ final class RankRelay {
                 firstStepPeak = compared;
                 firstStepPeakAt = at;
             }
+        }
+        if (report != null && !tensors.isEmpty()) {
+            Map<String, Object> fields = new LinkedHashMap<>(firstStepPeak);
+            fields.putAll(report.tensors(at, tensors, loadPeak < 0 ? Double.NaN : loadPeak, tensorsWho));
+            firstStepPeak = fields;
+            firstStepPeakAt = at;
         }
     }
 

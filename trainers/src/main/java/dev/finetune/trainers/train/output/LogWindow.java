@@ -8,7 +8,8 @@ import java.util.Map;
  * {@code logging_steps}: the per-step lines of one logging interval folded into the one line the Hugging Face
  * Trainer would log for it. The loss and the objective's metrics are means over the interval's steps (HF
  * averages the loss since the last log, TRL its metrics); the learning rate, gradient norm, epoch, token count
- * and evaluation results are the last step's; peak memory is the interval's largest.
+ * and evaluation results are the last step's; peak memory is the interval's largest. A key only some of its steps
+ * report (the first step's plan-vs-measured memory) is the mean over those.
  */
 public final class LogWindow {
     private static final List<String> LAST = List.of("step", "epoch", "learning_rate", "grad_norm", "num_tokens");
@@ -45,6 +46,9 @@ public final class LogWindow {
             Double sum = sums.get(key);
             out.put(key, sum == null ? value : key.equals("peak_memory_mb") ? sum : sum / counts.get(key));
         });
+        // a key only an earlier step of the interval had (the first step's plan-vs-measured memory) is kept, as
+        // the mean of the steps that had it
+        sums.forEach((key, sum) -> out.putIfAbsent(key, key.equals("peak_memory_mb") ? sum : sum / counts.get(key)));
         sums.clear();
         counts.clear();
         return out;

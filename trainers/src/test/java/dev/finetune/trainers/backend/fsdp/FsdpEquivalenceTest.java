@@ -27,6 +27,10 @@ import org.junit.jupiter.api.io.TempDir;
  *
  * <p>The JVM run and the world-size-1 worker use gradient_accumulation_steps 2, the world-size-2 run 1: the same
  * global batch of 2 x micro.
+ *
+ * <p>The worker runs also hold the memory plan to the bytes of their tensors: after step 1, on 1 and on 2 ranks,
+ * each plan term (weights, adapter, gradients, optimizer state) within 1 % of what the ranks hold
+ * ({@link FsdpRuns#tensorsMatchPlan}).
  */
 class FsdpEquivalenceTest {
     private static final double TOLERANCE = 1e-4;
@@ -63,8 +67,8 @@ class FsdpEquivalenceTest {
         ValidatedRecipe killed = FsdpRuns.recipe(tmp, "killed", sft(killedDir, true), "gradient_accumulation_steps=1");
         // the four runs that start from nothing overlap; the resumes and the DPO runs below start from their files
         CompletableFuture<Path> jvmRun = FsdpRuns.start(() -> FsdpRuns.jvm(jvmRecipe));
-        CompletableFuture<FsdpBackend.Result> oneRun = FsdpRuns.start(() -> FsdpRuns.fsdp(one, 1));
-        CompletableFuture<FsdpBackend.Result> twoRun = FsdpRuns.start(() -> FsdpRuns.fsdp(two, 2));
+        CompletableFuture<FsdpBackend.Result> oneRun = FsdpRuns.start(() -> FsdpRuns.planned(one, 1));
+        CompletableFuture<FsdpBackend.Result> twoRun = FsdpRuns.start(() -> FsdpRuns.planned(two, 2));
         CompletableFuture<Void> killedRun = FsdpRuns.start(() -> {
             killRankOneAfterStep7(killed, killedDir);
             return null;
@@ -79,6 +83,8 @@ class FsdpEquivalenceTest {
             assertTrue(Files.isRegularFile(tmp.resolve("two").resolve(file)), file);
         }
         assertEquals(2, result.rankPeaks().size());
+        FsdpRuns.tensorsMatchPlan("lora-sft", one, 1);
+        FsdpRuns.tensorsMatchPlan("lora-sft", two, 2);
 
         // Resume the world-size-2 checkpoint on one rank (2 -> 1): the loss sequence continues as uninterrupted.
         ValidatedRecipe resumed = FsdpRuns.recipe(tmp, "resumed", sft(killedDir, true), "resume_from_checkpoint=true");
@@ -158,10 +164,11 @@ class FsdpEquivalenceTest {
 
     /**
      * The JVM trainer, the worker at world size 1 and FSDP2 over 2 ranks on the same recipe, overlapping (none
-     * needs another's files), into {@code jvm}, {@code one} and {@code two} under {@code tmp}; returns the JVM run's
-     * folder.
+     * needs another's files), into {@code jvm}, {@code one} and {@code two} under {@code tmp}; checks the worker runs'
+     * tensor bytes against the plan; returns the JVM run's folder.
      */
-    private static Path threeWays(Path tmp, Function<Path, String> yaml, String... overrides) throws IOException {
+    private static Path threeWays(Path tmp, String what, Function<Path, String> yaml, String... overrides)
+            throws IOException {
         ValidatedRecipe jvm = FsdpRuns.recipe(tmp, "jvm", yaml.apply(tmp.resolve("jvm")), overrides);
         ValidatedRecipe one = FsdpRuns.recipe(tmp, "one", yaml.apply(tmp.resolve("one")), overrides);
         List<String> twoOverrides = new ArrayList<>(List.of(overrides));
@@ -169,16 +176,18 @@ class FsdpEquivalenceTest {
         ValidatedRecipe two = FsdpRuns.recipe(tmp, "two", yaml.apply(tmp.resolve("two")),
                 twoOverrides.toArray(String[]::new));
         CompletableFuture<Path> jvmRun = FsdpRuns.start(() -> FsdpRuns.jvm(jvm));
-        CompletableFuture<FsdpBackend.Result> oneRun = FsdpRuns.start(() -> FsdpRuns.fsdp(one, 1));
-        CompletableFuture<FsdpBackend.Result> twoRun = FsdpRuns.start(() -> FsdpRuns.fsdp(two, 2));
+        CompletableFuture<FsdpBackend.Result> oneRun = FsdpRuns.start(() -> FsdpRuns.planned(one, 1));
+        CompletableFuture<FsdpBackend.Result> twoRun = FsdpRuns.start(() -> FsdpRuns.planned(two, 2));
         FsdpRuns.joinAll(jvmRun, oneRun, twoRun);
+        FsdpRuns.tensorsMatchPlan(what, one, 1);
+        FsdpRuns.tensorsMatchPlan(what, two, 2);
         return jvmRun.join();
     }
 
     @Test
     void fullSftMatchesTheJvmTrainer(@TempDir Path tmp) throws IOException {
         WorkerEnvironment.python();
-        Path jvm = threeWays(tmp, dir -> sft(dir, false), "learning_rate=1e-3");
+        Path jvm = threeWays(tmp, "full-sft", dir -> sft(dir, false), "learning_rate=1e-3");
         assertTrue(compare("full-sft", jvm, tmp.resolve("one"), tmp.resolve("two")) <= TOLERANCE);
         assertTrue(Files.isRegularFile(tmp.resolve("two").resolve("model.safetensors")));
     }
@@ -195,7 +204,7 @@ class FsdpEquivalenceTest {
     @Test
     void dpoMatchesTheJvmTrainer(@TempDir Path tmp) throws IOException {
         WorkerEnvironment.python();
-        Path jvm = threeWays(tmp, FsdpEquivalenceTest::dpo);
+        Path jvm = threeWays(tmp, "dpo", FsdpEquivalenceTest::dpo);
         assertTrue(compare("dpo", jvm, tmp.resolve("one"), tmp.resolve("two")) <= TOLERANCE);
         double margins = FsdpRuns.maxDelta(FsdpRuns.series(jvm, "rewards/margins"),
                 FsdpRuns.series(tmp.resolve("two"), "rewards/margins"), 1);
@@ -207,7 +216,7 @@ class FsdpEquivalenceTest {
     @Test
     void fullDpoMatchesTheJvmTrainer(@TempDir Path tmp) throws IOException {
         WorkerEnvironment.python();
-        Path jvm = threeWays(tmp, dir -> dpo(dir, false));
+        Path jvm = threeWays(tmp, "full-dpo", dir -> dpo(dir, false));
         assertTrue(compare("full-dpo", jvm, tmp.resolve("one"), tmp.resolve("two")) <= TOLERANCE);
         assertTrue(Files.isRegularFile(tmp.resolve("two").resolve("model.safetensors")));
     }

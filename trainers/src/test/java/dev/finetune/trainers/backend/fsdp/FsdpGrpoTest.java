@@ -78,9 +78,9 @@ class FsdpGrpoTest {
         // the three runs overlap: none needs another's files
         CompletableFuture<Path> jvmRun = FsdpRuns.start(() -> timed("JVM", () -> FsdpRuns.jvm(jvmRecipe)));
         CompletableFuture<FsdpBackend.Result> oneRun = FsdpRuns.start(() -> timed("worker ws1",
-                () -> FsdpRuns.fsdp(one, 1)));
+                () -> FsdpRuns.planned(one, 1)));
         CompletableFuture<FsdpBackend.Result> twoRun = FsdpRuns.start(() -> timed("worker ws2",
-                () -> FsdpRuns.fsdp(two, 2)));
+                () -> FsdpRuns.planned(two, 2)));
         FsdpRuns.joinAll(jvmRun, oneRun, twoRun);
         Path jvm = jvmRun.join();
         double worst = 0;
@@ -98,6 +98,8 @@ class FsdpGrpoTest {
         System.out.println("ws2 loss: " + FsdpRuns.series(tmp.resolve("two"), "loss"));
         assertEquals(6, FsdpRuns.series(tmp.resolve("two"), "loss").size());
         assertTrue(worst <= TOLERANCE, "worst " + worst);
+        FsdpRuns.tensorsMatchPlan("grpo lora", one, 1);
+        FsdpRuns.tensorsMatchPlan("grpo lora", two, 2);
         for (String name : List.of("reward", "reward_std", "frac_reward_zero_std", "rewards/contains/mean",
                 "rewards/length/std", "completions/mean_length", "completions/clipped_ratio", "kl", "entropy",
                 "clip_ratio/region_mean")) {

@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.google.gson.JsonObject;
 import com.google.gson.JsonParser;
+import dev.finetune.recipes.ValidatedRecipe;
 import dev.finetune.trainers.train.TensorBoardLogTest;
 import dev.finetune.trainers.train.output.TrainResults;
 import java.io.IOException;
@@ -19,7 +20,8 @@ import org.junit.jupiter.api.io.TempDir;
 /**
  * {@code logging_steps} and {@code use_tensorboard} on the fsdp backend: the worker reports every step, and the
  * launcher folds them into the same logged lines, with the same interval means, as the JVM trainer writes; and it
- * writes the same run summary ({@code train_results.json}).
+ * writes the same run summary ({@code train_results.json}); the first step's memory, measured and planned, lands in
+ * the first logged line.
  */
 class FsdpLoggingTest {
 
@@ -31,10 +33,13 @@ class FsdpLoggingTest {
         Path jvm = FsdpRuns.jvm(recipe.load(tmp, "jvm"));
         // two ranks, one micro batch each per step: the JVM run's global batch of 2 x 2
         Path worker = tmp.resolve("two");
-        FsdpRuns.fsdp(recipe.load(tmp, "two", "gradient_accumulation_steps=1"), 2);
+        ValidatedRecipe two = recipe.load(tmp, "two", "gradient_accumulation_steps=1");
+        FsdpRuns.planned(two, 2);
         Map<Long, Double> workerLoss = FsdpRuns.series(worker, "loss");
         assertEquals(List.of(3L, 5L, 6L, 7L), List.copyOf(workerLoss.keySet()),
                 "every third step, the evaluated step 5 and the last");
+        // step 1's memory, measured and planned, is not folded away with step 1's line
+        FsdpRuns.tensorsMatchPlan("logging_steps 3", two, 2);
         double delta = FsdpRuns.maxDelta(FsdpRuns.series(jvm, "loss"), workerLoss, 0);
         System.out.printf("logging_steps 3: max |interval mean loss, JVM - worker| %.2e%n", delta);
         assertTrue(delta <= 1e-4, "the interval means agree as the per-step losses do: " + delta);

@@ -6,6 +6,9 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import com.google.gson.JsonObject;
 import dev.finetune.recipes.LaunchShape;
 import dev.finetune.recipes.ValidatedRecipe;
+import dev.finetune.recipes.plan.MemoryEstimate;
+import dev.finetune.recipes.plan.RunPlan;
+import dev.finetune.trainers.backend.EstimateReport;
 import dev.finetune.trainers.backend.SingleDeviceBackend;
 import dev.finetune.trainers.train.output.MetricsLog;
 import java.io.ByteArrayOutputStream;
@@ -16,6 +19,7 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
 import java.util.TreeMap;
 import java.util.concurrent.Callable;
@@ -48,10 +52,20 @@ final class FsdpRuns {
     /** The worker's run over {@code ranks} CPU processes; the captured output goes to {@code log}. */
     static FsdpBackend.Result fsdp(ValidatedRecipe recipe, int ranks, Map<String, String> environment,
             ByteArrayOutputStream log) {
+        return fsdp(recipe, ranks, environment, log, false);
+    }
+
+    /**
+     * @param planned whether the run gets its plan, as {@code finetune train} gives it: the first step's metrics line
+     *     then holds the plan's memory beside the measured
+     */
+    static FsdpBackend.Result fsdp(ValidatedRecipe recipe, int ranks, Map<String, String> environment,
+            ByteArrayOutputStream log, boolean planned) {
         PrintWriter out = writer(log);
         ValidatedRecipe launched = onRanks(recipe, ranks);
         Launch launch = Launch.local(launched.run(), WorkerEnvironment.python());
-        return FsdpBackend.train(launched, new FsdpBackend.Settings(launch, null, out, environment));
+        RunPlan plan = planned ? RunPlan.of(launched, outputDir(recipe).getParent(), null, null, null) : null;
+        return FsdpBackend.train(launched, new FsdpBackend.Settings(launch, plan, out, environment));
     }
 
     static PrintWriter writer(ByteArrayOutputStream bytes) {
@@ -59,13 +73,59 @@ final class FsdpRuns {
     }
 
     static FsdpBackend.Result fsdp(ValidatedRecipe recipe, int ranks) {
+        return printed(recipe, ranks, false);
+    }
+
+    /** {@link #fsdp(ValidatedRecipe, int)} with the run's plan, for {@link #tensorsMatchPlan}. */
+    static FsdpBackend.Result planned(ValidatedRecipe recipe, int ranks) {
+        return printed(recipe, ranks, true);
+    }
+
+    private static FsdpBackend.Result printed(ValidatedRecipe recipe, int ranks, boolean planned) {
         ByteArrayOutputStream log = new ByteArrayOutputStream();
         try {
-            return fsdp(recipe, ranks, Map.of(), log);
+            return fsdp(recipe, ranks, Map.of(), log, planned);
         } finally {
             // also when the run succeeds: a later assertion on its files needs what the launcher printed
             System.out.println(log.toString(StandardCharsets.UTF_8));
         }
+    }
+
+    static Path outputDir(ValidatedRecipe recipe) {
+        return Path.of(recipe.recipe().output().outputDir());
+    }
+
+    /**
+     * A {@link #planned} run's first training line in metrics.jsonl: {@code memory/<term>_mb}, the bytes the largest
+     * rank's own tensors hold after the first optimizer step, for exactly the terms the plan counts for this recipe
+     * on this many ranks ({@link MemoryEstimate#tensorTerms}), each within 1 % of {@code plan_memory/<term>_mb}, the
+     * plan's per-device figure. Tensor bytes are exact, so a wider gap is a term the plan counts wrong.
+     */
+    static void tensorsMatchPlan(String what, ValidatedRecipe recipe, int ranks) {
+        // step 1's own line, or with logging_steps the interval's line that folds it in
+        JsonObject first = MetricsLog.read(outputDir(recipe).resolve(MetricsLog.FILE)).stream()
+                .filter(line -> line.has("loss")).findFirst().orElseThrow();
+        MemoryEstimate plan = RunPlan.of(onRanks(recipe, ranks), outputDir(recipe).getParent(), null, null, null)
+                .memory().estimate();
+        Map<String, Long> planned = plan.tensorTerms();
+        List<String> measured = first.keySet().stream().filter(k -> k.startsWith("memory/") && k.endsWith("_mb")
+                && !k.equals("memory/load_peak_mb")).map(k -> k.substring(7, k.length() - 3)).toList();
+        assertEquals(List.copyOf(planned.keySet()), measured, what + ": the terms measured, in the plan's order");
+        StringBuilder report = new StringBuilder(what + ", world size " + ranks + ", MiB measured/plan:");
+        for (Map.Entry<String, Long> term : planned.entrySet()) {
+            double mine = first.get("memory/" + term.getKey() + "_mb").getAsDouble();
+            double theirs = first.get("plan_memory/" + term.getKey() + "_mb").getAsDouble();
+            assertEquals(term.getValue() / (1024.0 * 1024.0), theirs, 1e-9, what + ": the plan of this run");
+            report.append(String.format(Locale.ROOT, " %s %.4f/%.4f (%+.2f %%)", term.getKey(), mine, theirs,
+                    100 * (mine / theirs - 1)));
+            assertTrue(Math.abs(mine / theirs - 1) <= EstimateReport.TENSOR_TOLERANCE, what + ": " + term.getKey()
+                    + " measured " + mine + " MiB, plan " + theirs + " MiB");
+        }
+        report.append(String.format(Locale.ROOT, "; load peak %.1f/%.1f", first.get("memory/load_peak_mb").getAsDouble(),
+                first.get("plan_memory/load_peak_mb").getAsDouble()));
+        report.append(String.format(Locale.ROOT, "; peak %.1f/%.1f", first.get("peak_memory_mb").getAsDouble(),
+                first.get("plan_peak_memory_mb").getAsDouble()));
+        System.out.println(report);
     }
 
     /**
