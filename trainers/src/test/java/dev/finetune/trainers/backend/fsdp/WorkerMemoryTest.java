@@ -34,6 +34,10 @@ class WorkerMemoryTest {
     void aQwenShapedLoraStepPeaksWhereThePlanSays(@TempDir Path tmp) throws Exception {
         WorkerEnvironment.python();
         String layers = System.getProperty("finetune.memory.layers", "4");
+        // #21's table: -Dfinetune.memory.adapter=full and -Dfinetune.memory.ranks=2 measure the other three cells
+        boolean full = "full".equals(System.getProperty("finetune.memory.adapter", "lora"));
+        int ranks = Integer.getInteger("finetune.memory.ranks", 1);
+        String what = (full ? "full" : "LoRA") + ", " + ranks + (ranks == 1 ? " rank" : " ranks");
         Path model = tmp.resolve("qwen-shaped");
         PythonStack.runScript(PythonStack.script("/worker/qwen_shaped.py", tmp), tmp, model.toString(),
                 WorkerEnvironment.stories260K().toString(), layers);
@@ -44,12 +48,7 @@ class WorkerMemoryTest {
                   - path: %s
                     type: completion
                 output_dir: %s
-                adapter: lora
-                lora_r: 8
-                lora_alpha: 16
-                lora_dropout: 0.0
-                lora_target_linear: true
-                sequence_len: 512
+                %ssequence_len: 512
                 sample_packing: true
                 micro_batch_size: 1
                 gradient_accumulation_steps: 1
@@ -60,32 +59,44 @@ class WorkerMemoryTest {
                 backend: fsdp
                 hardware: cpu
                 """.formatted(model, WorkerEnvironment.stories260K(), WorkerEnvironment.data("quickstart.jsonl"),
-                tmp.resolve("out")));
+                tmp.resolve("out"), full ? "" : """
+                adapter: lora
+                lora_r: 8
+                lora_alpha: 16
+                lora_dropout: 0.0
+                lora_target_linear: true
+                """));
         ByteArrayOutputStream log = new ByteArrayOutputStream();
         FsdpBackend.Result result;
         try {
-            result = FsdpRuns.fsdp(recipe, 1, Map.of(), log, true);
+            result = FsdpRuns.fsdp(recipe, ranks, Map.of(), log, true);
         } finally {
             System.out.println(log.toString(StandardCharsets.UTF_8));
         }
         String text = log.toString(StandardCharsets.UTF_8);
-        assertTrue(text.contains("1 rank (one process, no torchrun, no FSDP) on CPU"), text);
+        if (ranks == 1) {
+            assertTrue(text.contains("1 rank (one process, no torchrun, no FSDP) on CPU"), text);
+        }
         assertTrue(text.contains("kernels: head inside the loss, in chunks"), text);
 
-        RunPlan plan = RunPlan.of(FsdpRuns.onRanks(recipe, 1), tmp, null, null, null);
+        RunPlan plan = RunPlan.of(FsdpRuns.onRanks(recipe, ranks), tmp, null, null, null);
         String rendered = PlanText.render(plan.memory());
         assertTrue(rendered.contains("441 positions × 151936 vocab × 4.00 B"), rendered);
         double planMb = plan.memory().estimate().peakBytes() / (1024.0 * 1024.0);
-        assertEquals(1, result.rankPeaks().size());
-        double stepOne = ((Number) result.rankPeaks().get(0).get("peak_memory_mb")).doubleValue();
+        assertEquals(ranks, result.rankPeaks().size());
+        double stepOne = result.rankPeaks().stream().mapToDouble(p -> ((Number) p.get("peak_memory_mb")).doubleValue())
+                .max().orElseThrow();
         // the high-water mark over the whole run so far, as each step's metrics line reports it
         double stepTwo = Collections.max(FsdpRuns.series(tmp.resolve("out"), "peak_memory_mb").values());
         System.out.println(rendered);
-        System.out.printf(Locale.ROOT, "Qwen2.5-0.5B-shaped (%s layers) LoRA, sequence 512, world size 1 on CPU: plan %.0f MiB, "
-                + "measured peak after step 1 %.0f MiB (%+.1f %%), after step 2 %.0f MiB (%+.1f %%)%n", layers, planMb,
+        double loadPlan = FsdpRuns.series(tmp.resolve("out"), "plan_memory/load_peak_mb").values().iterator().next();
+        double load = FsdpRuns.series(tmp.resolve("out"), "memory/load_peak_mb").values().iterator().next();
+        System.out.printf(Locale.ROOT, "Qwen2.5-0.5B-shaped (%s layers) %s, sequence 512, on CPU, per rank: load plan %.0f "
+                + "MiB, measured %.0f MiB (%+.1f %%); step plan %.0f MiB, measured peak after step 1 %.0f MiB (%+.1f %%), "
+                + "after step 2 %.0f MiB (%+.1f %%)%n", layers, what, loadPlan, load, 100 * (load / loadPlan - 1), planMb,
                 stepOne, 100 * (stepOne / planMb - 1), stepTwo, 100 * (stepTwo / planMb - 1));
         // the tied embedding and head are one tensor, counted once on both sides
-        FsdpRuns.tensorsMatchPlan("Qwen2.5-0.5B-shaped (" + layers + " layers) LoRA", recipe, 1);
+        FsdpRuns.tensorsMatchPlan("Qwen2.5-0.5B-shaped (" + layers + " layers) " + what, recipe, ranks);
         assertTrue(Math.abs(stepOne / planMb - 1) <= BAR, "step 1: measured " + stepOne + " MiB, plan " + planMb + " MiB");
         assertTrue(Math.abs(stepTwo / planMb - 1) <= BAR, "step 2: measured " + stepTwo + " MiB, plan " + planMb + " MiB");
     }
