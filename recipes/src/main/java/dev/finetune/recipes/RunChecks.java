@@ -138,6 +138,25 @@ final class RunChecks {
     }
 
     /**
+     * LoRA on stacked experts or a router that is no linear goes through PEFT's {@code target_parameters}, which adds
+     * the adapter to the weight itself and so has no input to drop out. The worker starts PEFT's own adapter only for
+     * families the JVM lacks and when no {@code lora_model_dir} is continued; then a {@code lora_dropout} above 0
+     * cannot be carried out and is refused here, at its line, rather than when the run starts.
+     */
+    static void requireExpertLoraWithoutDropout(Recipe recipe, ResolvedRun run,
+            dev.finetune.recipes.model.ModelConfig config, Problems problems, Object where) {
+        if (run.backend() == ResolvedRun.Backend.SINGLE || config.notInJvmBecause() == null
+                || recipe.output().loraModelDir() != null || !(recipe.adapter() instanceof AdapterSpec.Lora lora)
+                || lora.dropout() <= 0 || config.parameters().peftTargets(lora).parameters().isEmpty()) {
+            return;
+        }
+        problems.error(problems.at("lora_dropout", where), "lora_dropout " + YamlNumbers.fmt(lora.dropout())
+                + ": LoRA on " + config.modelType() + "'s experts or router (PEFT's target_parameters) cannot drop "
+                + "out its input: PEFT folds those adapters into the weight", "set lora_dropout: 0, or target only "
+                + "attention and dense projections (lora_target_modules)");
+    }
+
+    /**
      * The FSDP settings the torch worker has no counterpart for, refused at their key (#21). Everything else in
      * fsdp_config it honours: each decoder layer is its own unit (TRANSFORMER_BASED_WRAP, or the classes named in
      * transformer_layer_cls_to_wrap), checkpoints hold the sharded DCP state, with the weights in Hugging Face's layout

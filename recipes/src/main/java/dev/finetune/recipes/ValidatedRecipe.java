@@ -54,6 +54,7 @@ public record ValidatedRecipe(Recipe recipe, ResolvedRun run, BatchPlan plan, Li
         RunChecks.check(recipe, run, problems, tree.where());
         if (architecture != null) {
             RunChecks.requireConfigOverridesRead(recipe, run, architecture.json(), problems, tree.where());
+            RunChecks.requireExpertLoraWithoutDropout(recipe, run, architecture.config(), problems, tree.where());
         }
         RunChecks.requireModelTemplate(recipe, recipeDir, problems);
         if (rows != null && recipe.objective() instanceof Recipe.Objective.Dpo) {

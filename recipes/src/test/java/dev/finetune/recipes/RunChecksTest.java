@@ -162,4 +162,30 @@ class RunChecksTest {
         List<Finding> typo = errors(write(dir, "chat_template: chatm1\n"), LaunchShape.RECIPE);
         assertEquals("did you mean 'chatml'?", typo.get(0).hint(), typo.toString());
     }
+
+    @Test
+    void dropoutOnExpertLoraIsRefusedAtItsLineWhereTheWorkerStartsPeftsAdapter(@TempDir Path dir) throws IOException {
+        Path mixtral = Files.createDirectories(dir.resolve("tiny-mixtral"));
+        Files.writeString(mixtral.resolve("config.json"), """
+                {"model_type": "mixtral", "architectures": ["MixtralForCausalLM"], "hidden_size": 32,
+                 "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+                 "vocab_size": 512, "num_local_experts": 4, "num_experts_per_tok": 2, "max_position_embeddings": 4096,
+                 "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "tie_word_embeddings": false}
+                """);
+        Path recipe = write(dir, "adapter: lora\nlora_r: 8\nlora_alpha: 16\nlora_dropout: 0.05\n"
+                + "lora_target_linear: true\ntokenizer_config: " + STORIES + "\n");
+        Files.writeString(recipe, Files.readString(recipe).replace("base_model: org/model", "base_model: " + mixtral));
+        for (LaunchShape shape : List.of(LaunchShape.RECIPE, LaunchShape.gpus(1, null, 80L << 30))) {
+            List<Finding> found = errors(recipe, shape);
+            assertEquals(1, found.size(), found.toString());
+            assertTrue(found.get(0).message().startsWith("lora_dropout 0.05: LoRA on mixtral's experts or router"),
+                    found.toString());
+            assertTrue(found.get(0).where().endsWith("r.yaml:9:15"), found.get(0).where());
+        }
+        // attention and dense projections only: PEFT's LoRA layers, which drop out their input
+        ValidatedRecipe.load(write(dir, "adapter: lora\nlora_r: 8\nlora_alpha: 16\nlora_dropout: 0.05\n"
+                + "lora_target_modules: [q_proj, v_proj]\ntokenizer_config: " + STORIES + "\n"), List.of(
+                "base_model=" + mixtral), LaunchShape.RECIPE);
+        ValidatedRecipe.load(recipe, List.of("lora_dropout=0"), LaunchShape.RECIPE);
+    }
 }

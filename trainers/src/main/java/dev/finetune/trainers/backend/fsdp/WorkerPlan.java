@@ -240,9 +240,7 @@ public record WorkerPlan(Path folder, Path planFile, long totalSteps, long warmu
         }
         ModelParameters.PeftTargets targets = config.parameters().peftTargets(lora);
         if (!targets.parameters().isEmpty() && lora.dropout() > 0) {
-            throw new UserError("lora_dropout", "LoRA on " + config.modelType() + "'s experts or router (PEFT's "
-                    + "target_parameters) cannot drop out its input: PEFT folds those adapters into the weight",
-                    "set lora_dropout: 0, or target only attention and dense projections");
+            throw new IllegalStateException("validate refuses lora_dropout on expert LoRA (RunChecks)");
         }
         return new WorkerPlanFile.Adapter("lora", null, new WorkerPlanFile.PeftInit(lora.r(), lora.alpha(),
                 lora.dropout(), lora.useRslora(), targets.modules(), targets.parameters()), lora.quantized(),
