@@ -92,7 +92,7 @@ class FsdpCheckpointParityTest {
             String prefix = "[rank " + rank + " ";
             String line = train.out().lines().filter(l -> l.startsWith(prefix) && l.contains("] memory after step 1: "
                     + "plan ")).findFirst().orElseThrow(() -> new AssertionError("no peak line:\n" + train.out()));
-            assertTrue(line.matches(".*measured peak \\d+ MiB \\(resident set, VmHWM\\): plan [+-]\\d+\\.\\d %"), line);
+            assertTrue(line.matches(".*measured peak \\d+ MiB \\(resident set, VmHWM\\): the plan is \\d+\\.\\d % (above|below) it"), line);
             System.out.println("fsdp lora, 2 CPU ranks: " + line);
         }
         com.google.gson.JsonObject first = dev.finetune.trainers.train.output.MetricsLog.read(

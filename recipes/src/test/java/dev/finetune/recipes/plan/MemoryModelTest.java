@@ -37,7 +37,7 @@ class MemoryModelTest {
     }
 
     static long staticBytes(MemoryEstimate e) {
-        return List.of("weights", "master_weights", "gradients", "optimizer_state").stream()
+        return List.of("weights", "gradients", "optimizer_state").stream()
                 .map(e::term).filter(t -> t != null).mapToLong(t -> t.in(Phase.OPTIMIZER_STEP)).sum();
     }
 

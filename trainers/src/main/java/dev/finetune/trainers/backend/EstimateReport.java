@@ -55,8 +55,9 @@ public final class EstimateReport {
         }
         double planned = plan.memory().estimate().peakBytes() / MIB;
         double diff = 100 * (planned / measured.doubleValue() - 1);
-        out.printf(Locale.ROOT, "%smemory after step %s: plan %.0f MiB, measured peak %.0f MiB (%s): plan %+.1f %%%n",
-                who, line.get("step"), planned, measured.doubleValue(), measuredAs, diff);
+        out.printf(Locale.ROOT, "%smemory after step %s: plan %.0f MiB, measured peak %.0f MiB (%s): the plan is "
+                + "%.1f %% %s%n", who, line.get("step"), planned, measured.doubleValue(), measuredAs, Math.abs(diff),
+                diff >= 0 ? "above it" : "below it");
         out.flush();
         Map<String, Object> report = new LinkedHashMap<>();
         report.put("plan_peak_memory_mb", planned);

@@ -111,8 +111,9 @@ public final class WorkerPython {
             folder = Files.createTempDirectory("finetune-worker-", java.nio.file.attribute.PosixFilePermissions
                     .asFileAttribute(java.nio.file.attribute.PosixFilePermissions.fromString("rwx------")));
         } catch (IOException | UnsupportedOperationException e) {
-            throw new UserError("TMPDIR", "cannot make a private folder for the worker's code: " + e.getMessage(),
-                    "point TMPDIR at a writable local folder");
+            throw new UserError(System.getProperty("java.io.tmpdir"), "cannot make a private folder for the "
+                    + "worker's code: " + e.getMessage(), "point TMPDIR at a writable local folder (the finetune "
+                    + "command passes it to Java as java.io.tmpdir)");
         }
         extract(folder);
         return new Code(folder);
