@@ -150,10 +150,11 @@ final class RunChecks {
                 || lora.dropout() <= 0 || config.parameters().peftTargets(lora).parameters().isEmpty()) {
             return;
         }
+        // "unsupported": Axolotl accepts it (with transformers < 5 the experts were linears, with an input to drop)
         problems.error(problems.at("lora_dropout", where), "lora_dropout " + YamlNumbers.fmt(lora.dropout())
-                + ": LoRA on " + config.modelType() + "'s experts or router (PEFT's target_parameters) cannot drop "
-                + "out its input: PEFT folds those adapters into the weight", "set lora_dropout: 0, or target only "
-                + "attention and dense projections (lora_target_modules)");
+                + " with LoRA on " + config.modelType() + "'s experts or router is unsupported: PEFT's "
+                + "target_parameters fold those adapters into the weight, so no input is there to drop out",
+                "set lora_dropout: 0, or target only attention and dense projections (lora_target_modules)");
     }
 
     /**
