@@ -193,7 +193,7 @@ class AxolotlFamiliesRunTest {
     }
 
     /** The keys validate's errors point at, from its report for programs (--format json). */
-    private static Set<String> refusedKeys(Path recipe) {
+    static Set<String> refusedKeys(Path recipe) {
         Set<String> keys = new HashSet<>();
         JsonObject report = JsonParser.parseString(InProcess.finetune("validate", "--format", "json",
                 recipe.toString()).out()).getAsJsonObject();
