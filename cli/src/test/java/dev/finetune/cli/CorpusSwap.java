@@ -1,8 +1,11 @@
 package dev.finetune.cli;
 
+import dev.finetune.recipes.Optimizer;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Collection;
 import java.util.List;
 import java.util.Map;
 import java.util.stream.Stream;
@@ -21,6 +24,9 @@ final class CorpusSwap {
     static final int ROWS = 48;
 
     private CorpusSwap() {}
+
+    /** A swapped recipe after {@link #cpuEquivalents}, and what it replaced ("adapter: qlora → lora", ...). */
+    record OnCpu(String text, List<String> replaced) {}
 
     /**
      * The recipe with {@code model} (a local folder with its tokenizer), made-up data of its datasets' types, this
@@ -84,6 +90,41 @@ final class CorpusSwap {
                 }
             }
         }
+        return dump(recipe);
+    }
+
+    /**
+     * The swapped recipe {@code text} with what only CUDA and bitsandbytes run replaced by its nearest CPU
+     * equivalent, for the {@code refused} keys only (those validate refused on this CPU, for a recipe it accepts on
+     * one GPU): {@code adapter: qlora} (bitsandbytes' NF4 on the worker) becomes {@code lora} with the same rank,
+     * alpha and targets, without the 4-bit loading keys; an 8-bit or paged AdamW (bitsandbytes' state) becomes
+     * {@code adamw_torch}, the 32-bit update they approximate. Anything else stays as written, so validate still
+     * refuses it and says why. Where the JVM trainer runs the recipe, its QLoRA (its own NF4) is not refused and
+     * stays.
+     */
+    @SuppressWarnings("unchecked")
+    static OnCpu cpuEquivalents(String text, Collection<String> refused) {
+        Map<String, Object> recipe = new Yaml(new SafeConstructor(new LoaderOptions())).load(text);
+        List<String> replaced = new ArrayList<>();
+        if (refused.contains("adapter") && "qlora".equals(recipe.get("adapter"))) {
+            recipe.put("adapter", "lora");
+            // the 4-bit base is what made it QLoRA; lora_r, lora_alpha and the targets are kept as written
+            recipe.keySet().removeIf(k -> k.equals("load_in_4bit") || k.equals("bnb_config_kwargs")
+                    || k.startsWith("bnb_4bit_"));
+            replaced.add("QLoRA→LoRA");
+        }
+        Object optimizer = recipe.get("optimizer");
+        if (refused.contains("optimizer") && optimizer instanceof String name) {
+            Optimizer o = Optimizer.byName(name);
+            if (o != null && o.bitsAndBytes()) {
+                recipe.put("optimizer", "adamw_torch");
+                replaced.add(name + "→adamw_torch");
+            }
+        }
+        return new OnCpu(dump(recipe), List.copyOf(replaced));
+    }
+
+    private static String dump(Map<String, Object> recipe) {
         DumperOptions options = new DumperOptions();
         options.setDefaultFlowStyle(DumperOptions.FlowStyle.BLOCK);
         return new Yaml(options).dump(recipe);

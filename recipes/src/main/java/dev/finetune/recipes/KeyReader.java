@@ -296,6 +296,22 @@ final class KeyReader {
         return values.mapping(key, node(key));
     }
 
+    /**
+     * Where an unsupported key (the key table's status) is set to anything but off, or {@code null}: the caller
+     * refuses it itself, because what to do instead depends on other keys, and {@link #finish} then leaves it alone.
+     */
+    Where unsupportedSet(String key) {
+        Key spec = RecipeKeys.get(scope + key);
+        if (spec == null || spec.status() != Status.UNSUPPORTED) {
+            throw new IllegalStateException("'" + scope + key + "' is not an unsupported key in recipe-keys.tsv");
+        }
+        Entry e = entries.get(key);
+        if (e == null || !LeftoverKeys.enabled(e.value()) || !read.add(key)) {
+            return null;
+        }
+        return e.keyWhere();
+    }
+
     /** The entries nobody read, in written order. */
     List<Entry> unread() {
         return entries.values().stream().filter(e -> !read.contains(e.key())).toList();

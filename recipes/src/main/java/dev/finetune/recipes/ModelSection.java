@@ -201,6 +201,17 @@ final class ModelSection {
         boolean doubleQuant = b.bool("bnb_4bit_use_double_quant");
         b.choice("bnb_4bit_quant_type", null, List.of("nf4"));
         b.finish();
+        YamlNode.Where unfrozen = top.unsupportedSet("unfrozen_parameters");
+        if (unfrozen != null) {
+            // the way out differs: a full fine-tune drops the key to train every weight; an adapter recipe (Axolotl's
+            // gemma3 QLoRA examples) already keeps the base frozen, so "use adapter: lora" would be no advice
+            problems.error(unfrozen, "'unfrozen_parameters' is unsupported: "
+                    + RecipeKeys.get("unfrozen_parameters").note(), adapter == null
+                            ? "remove it for a full fine-tune (every weight trains), or use adapter: lora (the base "
+                                    + "weights stay frozen and the adapter alone trains)"
+                            : "remove it: with adapter: " + adapter + " the base weights stay frozen and the adapter "
+                                    + "alone trains");
+        }
         if (in8) {
             problems.error(top.at("load_in_8bit"), "load_in_8bit is unsupported: finetune stores frozen weights in NF4 only",
                     "use adapter: qlora with load_in_4bit: true (or adapter: lora without quantization)");

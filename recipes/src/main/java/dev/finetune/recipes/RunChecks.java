@@ -253,6 +253,19 @@ final class RunChecks {
         }
     }
 
+    /** Whether only the hub has the model's config.json: validate has not seen its architecture. */
+    private static boolean architectureUnknown(Recipe recipe, Path recipeDir) {
+        String name = recipe.model().baseModelConfig() != null ? recipe.model().baseModelConfig()
+                : recipe.model().baseModel();
+        try {
+            return name != null && dev.finetune.recipes.model.ModelSource.resolve(name, name.equals(
+                    recipe.model().baseModel()) ? recipe.model().revision() : null, recipeDir, null)
+                    instanceof dev.finetune.recipes.model.ModelSource.Unknown;
+        } catch (UserError e) {
+            return false; // an unreadable config.json is an error of its own
+        }
+    }
+
     /**
      * What this run's start still checks because only the machine can answer it, as {@code validate} prints it:
      * {@code validate} cannot know these.
@@ -262,6 +275,12 @@ final class RunChecks {
         String base = recipe.model().baseModel();
         if (base != null && !Files.isDirectory(recipeDir == null ? Path.of(base) : recipeDir.resolve(base))) {
             left.add("base_model '" + base + "' from the Hugging Face cache or the hub (its files, and access to them)");
+        }
+        if (architectureUnknown(recipe, recipeDir)) {
+            // the run reads config.json before any weight and validates again: a family finetune does not train, or
+            // LoRA targets its modules lack (Axolotl's replit example: Wqkv of an MPT model), is refused only then
+            left.add("its architecture (config.json, which neither the cache nor the built-in table holds): a family "
+                    + "finetune trains, and lora_target_modules against its modules");
         }
         if (run.backend() == ResolvedRun.Backend.FSDP) {
             left.add("the worker's Python with torch, transformers and peft");

@@ -57,6 +57,26 @@ class AdapterKeysTest {
     }
 
     @Test
+    void unfrozenParametersIsRefusedWithAWayOutThatFitsTheAdapter(@TempDir Path dir) throws IOException {
+        String patterns = "unfrozen_parameters:\n  - ^model.language_model.*\n  - ^lm_head.*\n";
+        // Axolotl's gemma3 QLoRA examples: the base is frozen already, so "use adapter: lora" would send them sideways
+        List<String> qlora = errors(dir, patterns + "adapter: qlora\nload_in_4bit: true\nlora_r: 32\nlora_alpha: 16\n"
+                + "lora_target_linear: true\n");
+        assertEquals(1, qlora.size(), qlora.toString());
+        assertTrue(qlora.get(0).contains("'unfrozen_parameters' is unsupported"), qlora.get(0));
+        assertTrue(qlora.get(0).contains("hint: remove it: with adapter: qlora the base weights stay frozen"), qlora.get(0));
+        assertTrue(!qlora.get(0).contains("use adapter: lora"), qlora.get(0));
+        List<String> full = errors(dir, patterns);
+        assertEquals(1, full.size(), full.toString());
+        assertTrue(full.get(0).contains("hint: remove it for a full fine-tune (every weight trains), or use adapter: lora"),
+                full.get(0));
+        // written empty it asks for nothing, as every unsupported key
+        List<String> off = errors(dir, "unfrozen_parameters: []\nlora_r: eight\n");
+        assertEquals(1, off.size(), off.toString());
+        assertTrue(off.get(0).contains("lora_r must be a whole number"), off.get(0));
+    }
+
+    @Test
     void warmupStepsAndRatioTogetherAreOneErrorUnlessOneWasRefused(@TempDir Path dir) throws IOException {
         String adapter = "adapter: lora\nlora_r: 8\nlora_alpha: 16\nlora_target_linear: true\n";
         List<String> both = errors(dir, adapter + "warmup_steps: 10\nwarmup_ratio: 0.1\n");

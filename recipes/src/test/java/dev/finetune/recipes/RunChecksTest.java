@@ -110,11 +110,18 @@ class RunChecksTest {
         ValidatedRecipe hub = ValidatedRecipe.load(write(dir, "hardware: {gpus: 2, gpu_memory: 80GiB}\n"), List.of());
         assertTrue(hub.describe().endsWith("run: fsdp worker (torchrun) on CUDA, 2 ranks\n"), hub.describe());
         assertEquals("checked when the run starts, not here: base_model "
-                + "'org/model' from the Hugging Face cache or the hub (its files, and access to them); the worker's Python with "
+                + "'org/model' from the Hugging Face cache or the hub (its files, and access to them); its architecture "
+                + "(config.json, which neither the cache nor the built-in table holds): a family finetune trains, and "
+                + "lora_target_modules against its modules; the worker's Python with "
                 + "torch, transformers and peft; 2 CUDA devices on each node\n", hub.leftToTheRun());
         ValidatedRecipe local = ValidatedRecipe.load(write(dir, "hardware: cpu\n"), List.of("base_model=" + STORIES));
         assertTrue(local.describe().endsWith("run: single-device trainer (this JVM) on CPU, 1 rank\n"));
         assertEquals("", local.leftToTheRun());
+        // a hub model of the built-in table: its files are the run's, its architecture validate has read
+        ValidatedRecipe table = ValidatedRecipe.load(write(dir, "hardware: cpu\n"),
+                List.of("base_model=meta-llama/Llama-3.2-1B"));
+        assertEquals("checked when the run starts, not here: base_model 'meta-llama/Llama-3.2-1B' from the Hugging "
+                + "Face cache or the hub (its files, and access to them)\n", table.leftToTheRun());
     }
 
     @Test
