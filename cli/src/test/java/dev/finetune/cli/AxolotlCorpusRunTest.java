@@ -64,9 +64,9 @@ class AxolotlCorpusRunTest {
             InProcess.Run check = InProcess.finetune("validate", recipe.toString());
             if (check.exit() != 0) {
                 String why = check.err().lines().filter(l -> l.startsWith("error: ")).findFirst().orElse(check.err());
-                // a hub model validate knows nothing of (replit's MPT): its LoRA targets are its own modules, which
-                // the run checks once it has the config.json; the stand-in's modules are the Llama's, so the swap
-                // cannot run them, and says so apart from what this machine refuses
+                // a hub model validate knows nothing of: LoRA targets some family has (or regexes) are checked by
+                // the run once it has the config.json; the stand-in's modules are the Llama's, so the swap cannot
+                // run others, and says so apart from what this machine refuses
                 boolean ownModules = original.out().contains(ARCHITECTURE_LEFT_TO_THE_RUN)
                         && AxolotlFamiliesRunTest.refusedKeys(recipe).equals(Set.of("lora_target_modules"));
                 (ownModules ? targetsOfItsOwnModel : refusedHere).put(name, why);

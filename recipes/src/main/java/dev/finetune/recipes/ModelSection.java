@@ -306,6 +306,7 @@ final class ModelSection {
             return; // an unreadable config.json is the model loader's error to report, with its own message
         }
         if (!(source instanceof ModelSource.Found found)) {
+            requireTargetsOfSomeFamily(top, targets);
             return;
         }
         List<String> modules = found.config().parameters().linearModules();
@@ -313,6 +314,25 @@ final class ModelSection {
         for (LoraTargets.Unmatched u : LoraTargets.of(targets).unmatched(modules)) {
             Object where = top.at("lora_target_modules");
             problems.error(where, u.message(found.config().modelType() + " model (" + found.from() + ")"), u.hint(linears));
+        }
+    }
+
+    /**
+     * Without the model's config.json (a hub model neither cached nor in the built-in table) its modules are unknown,
+     * but a plain module name that no family finetune trains has cannot be matched whatever the config says: the run
+     * would refuse it, either as a target it lacks or as an architecture finetune does not train (Axolotl's MPT
+     * examples name {@code Wqkv}). Regexes are left to the run: they may name layers by index.
+     */
+    private void requireTargetsOfSomeFamily(KeyReader top, List<String> targets) {
+        java.util.SortedSet<String> known = dev.finetune.recipes.model.Family.linearNames();
+        List<String> foreign = targets.stream().filter(t -> t.matches("[A-Za-z0-9_]+") && !known.contains(t))
+                .toList();
+        if (!foreign.isEmpty()) {
+            problems.error(top.at("lora_target_modules"), "lora_target_modules " + String.join(", ", foreign)
+                    + (foreign.size() == 1 ? " names" : " name") + " no linear layer of any architecture finetune "
+                    + "trains (" + dev.finetune.recipes.model.Family.supportedList() + "): a model with such layers "
+                    + "is unsupported, and the run would refuse it whatever " + architectureName + "'s config.json "
+                    + "says", "those architectures name their linear layers " + String.join(", ", known));
         }
     }
 

@@ -65,7 +65,18 @@ class TargetModulesTest {
     }
 
     @Test
-    void anUnknownRemoteModelIsNotChecked(@TempDir Path dir) throws IOException {
-        load(dir, "someone/unknown-model", "[whatever_proj]");
+    void anUnknownRemoteModelIsCheckedAgainstEveryFamilyFinetuneTrains(@TempDir Path dir) throws IOException {
+        // no config.json here: any family's names (Phi-3's fused ones too) and regexes are the run's to check
+        load(dir, "someone/unknown-model", "[q_proj, qkv_proj, gate_up_proj, '.*attn.*']");
+        // Axolotl's MPT examples (replit): names no family has, so the run refuses them whatever the config says
+        InvalidRecipe e = assertThrows(InvalidRecipe.class, () -> load(dir, "someone/unknown-model",
+                "[Wqkv, mlp_up, q_proj]"));
+        assertEquals(1, e.errors().size(), e.errors().toString());
+        String line = e.errors().get(0).oneLine();
+        assertTrue(line.contains("r.yaml:8:"), line);
+        assertTrue(line.contains("lora_target_modules Wqkv, mlp_up name no linear layer of any architecture finetune "
+                + "trains (llama, mistral, "), line);
+        assertTrue(line.contains("is unsupported"), line);
+        assertTrue(line.contains("o_proj, q_proj, qkv_proj"), line);
     }
 }

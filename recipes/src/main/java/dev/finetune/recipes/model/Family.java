@@ -71,6 +71,27 @@ public enum Family {
         return Arrays.stream(values()).map(Family::modelType).collect(Collectors.joining(", "));
     }
 
+    /**
+     * The last name of every linear module a LoRA target can name in any family ({@code q_proj}, {@code qkv_proj},
+     * {@code gate_up_proj}, experts, routers, {@code lm_head}): read off a two-layer model of each family, so it is
+     * whatever {@link ModelParameters#linearModules} says, never a second list.
+     */
+    public static java.util.SortedSet<String> linearNames() {
+        java.util.TreeSet<String> names = new java.util.TreeSet<>();
+        for (Family f : values()) {
+            com.google.gson.JsonObject json = com.google.gson.JsonParser.parseString("""
+                    {"hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
+                     "num_key_value_heads": 1, "vocab_size": 32, "num_local_experts": 2, "num_experts": 2,
+                     "num_experts_per_tok": 1, "moe_intermediate_size": 8, "shared_expert_intermediate_size": 8}
+                    """).getAsJsonObject();
+            json.addProperty("model_type", f.modelType);
+            for (String module : ModelConfig.fromJson(json, f.modelType).parameters().linearModules()) {
+                names.add(module.substring(module.lastIndexOf('.') + 1));
+            }
+        }
+        return names;
+    }
+
     /** The single-device trainer's families. */
     public static List<Family> jvmFamilies() {
         return Arrays.stream(values()).filter(Family::inJvm).toList();
