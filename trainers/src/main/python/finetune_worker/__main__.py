@@ -1,7 +1,8 @@
 """Entry point: ``torchrun ... --no-python python -I -u COPY/finetune_worker/__main__.py PLAN.json``, or ``... check``
 (can this interpreter run the worker, and what does the worker support), ``... capabilities`` (that alone),
-``... verify-checkpoint FOLDER`` and ``... generate REQUEST.json RESULT.json`` (``finetune generate`` for the families
-the in-JVM model does not implement: :mod:`generate`).
+``... verify-checkpoint FOLDER``, ``... generate REQUEST.json RESULT.json`` (``finetune generate`` for the families
+the in-JVM model does not implement: :mod:`generate`) and ``... meta-terms PLAN.json RESULT.json [RANK ...]`` (a plan's
+tensor terms per rank, computed on the meta device: :mod:`meta_terms`).
 
 The launcher runs this file from the worker's own private copy in isolated mode (``-I``), so neither the working
 folder nor this file's folder is on ``sys.path``: the copy's folder is put there here, and nothing else.
@@ -29,13 +30,18 @@ def main(argv):
 
         print(json.dumps({"problem": safe_dcp.check(argv[2])}))
         return 0
+    if len(argv) >= 4 and argv[1] == "meta-terms":
+        # the plan's tensor terms as a rank would hold them, computed on the meta device: meta_terms.py
+        from finetune_worker import meta_terms
+
+        return meta_terms.main(argv[2], argv[3], [int(r) for r in argv[4:]])
     if len(argv) == 4 and argv[1] == "generate":
         from finetune_worker import generate
 
         return generate.main(argv[2], argv[3])
     if len(argv) != 2:
         print("usage: python -m finetune_worker PLAN.json | check | capabilities | verify-checkpoint FOLDER"
-              " | generate REQUEST.json RESULT.json", file=sys.stderr)
+              " | generate REQUEST.json RESULT.json | meta-terms PLAN.json RESULT.json [RANK ...]", file=sys.stderr)
         return 2
     from finetune_worker import train
 

@@ -34,7 +34,7 @@ def build(plan, world, regime, layer_class=None):
     whose regime computes in another dtype than it stores: FSDP2's policy is what casts the weights for compute."""
     model, lora, fast = on_meta(plan, regime, attention="sdpa" if world.device.type == "cuda" else "eager",
                                 device=world.device)
-    sharded = world.size > 1 or (regime.compute != regime.trainable and not lora)
+    sharded = is_sharded(world, regime, lora)
     if sharded:
         shard(model, world, regime, plan, layer_class)
     # only FSDP2 moves offloaded shards to the device for compute: an unsharded model lives on the device
@@ -45,6 +45,12 @@ def build(plan, world, regime, layer_class=None):
     if lora and initial is None:
         init_adapter(model, plan.training.seed)
     return model, lora, fast
+
+
+def is_sharded(world, regime, lora):
+    """Whether FSDP2 wraps the model: over several ranks, and on one where a full fine-tune computes in another dtype
+    than it stores (FSDP2's policy casts the weights for compute)."""
+    return world.size > 1 or (regime.compute != regime.trainable and not lora)
 
 
 def _offloaded(plan, world):

@@ -52,16 +52,19 @@ def steady_heap():
 
 
 def _storage(tensor):
+    """``(key, bytes)`` of the storage behind ``tensor`` (a DTensor's local shard): the key is the same for every view
+    of one storage. Real storages are told apart by their data pointer; a meta tensor's storage has none (every one
+    is 0), so there the storage's own C++ object stands for it (``_cdata``, stable while a tensor holds it)."""
     local = tensor.to_local() if hasattr(tensor, "to_local") else tensor
     storage = local.untyped_storage()
-    return storage.data_ptr(), storage.nbytes(), local.device.type
+    device = local.device.type
+    return (device, storage._cdata if device == "meta" else storage.data_ptr()), storage.nbytes()
 
 
 def _count(tensors, seen):
     total = 0
     for tensor in tensors:
-        pointer, size, device = _storage(tensor)
-        key = (device, pointer)
+        key, size = _storage(tensor)
         if key in seen or size == 0:
             continue
         seen.add(key)

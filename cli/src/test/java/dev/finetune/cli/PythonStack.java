@@ -59,6 +59,18 @@ final class PythonStack {
         assertEquals(0, result.exit(), "python " + script.getFileName() + " failed:\n" + result.output());
     }
 
+    /**
+     * Runs the worker's own entry point ({@code finetune_worker/__main__.py}, as the launcher does) with {@code args};
+     * fails the test with its output unless it exits 0.
+     */
+    static void runWorker(Path workDir, String... args) {
+        Path main = MainProcessTest.repoRoot().resolve("trainers/src/main/python/finetune_worker/__main__.py");
+        List<String> command = new ArrayList<>(List.of(python().toString(), main.toString()));
+        command.addAll(List.of(args));
+        Result result = run(command, workDir);
+        assertEquals(0, result.exit(), "the worker's " + args[0] + " failed:\n" + result.output());
+    }
+
     private record Result(int exit, String output) {}
 
     private static Result run(List<String> command, Path workDir) {

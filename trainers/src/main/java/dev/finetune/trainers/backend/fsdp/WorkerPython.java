@@ -25,11 +25,12 @@ import java.util.concurrent.TimeUnit;
  */
 public final class WorkerPython {
     /** The worker package's files, as shipped in this jar: its modules and the capabilities it declares. */
-    static final List<String> MODULES = List.of("__init__.py", "__main__.py", "capabilities.json", "checkpoints.py", "data.py",
-            "distributed.py", "environment.py", "extras.py", "families.py", "generate.py", "grpo.py", "grpo_loss.py", "head_loss.py",
-            "hf_files.py", "hf_layout.py", "kernels.py", "launcher_link.py", "loading.py", "memory.py", "objectives.py",
-            "optimizers.py", "packed_attention.py", "plan.py", "precision.py", "reference.py", "reward_channel.py",
-            "rollout.py", "safe_dcp.py", "sampler.py", "train.py");
+    static final List<String> MODULES = List.of("__init__.py", "__main__.py", "capabilities.json", "checkpoints.py",
+            "data.py", "distributed.py", "environment.py", "extras.py", "families.py", "generate.py", "grpo.py",
+            "grpo_loss.py", "head_loss.py", "hf_files.py", "hf_layout.py", "kernels.py", "launcher_link.py",
+            "loading.py", "memory.py", "meta_terms.py", "objectives.py", "optimizers.py", "packed_attention.py",
+            "plan.py", "precision.py", "reference.py", "reward_channel.py", "rollout.py", "safe_dcp.py", "sampler.py",
+            "train.py");
     private static final String RESOURCES = "/dev/finetune/trainers/python/";
 
     /**

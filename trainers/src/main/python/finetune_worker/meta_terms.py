@@ -1,0 +1,88 @@
+"""What a rank of a planned run holds in the memory plan's tensor terms, computed by the worker itself without the
+weights, without a GPU and without the other ranks: the plan's promise for a 70B model on 8 GPUs, checked here.
+
+``python finetune_worker/__main__.py meta-terms PLAN.json RESULT.json [RANK ...]`` reads the ``plan.json`` the
+launcher writes (the model folder needs its ``config.json`` only) and, for each rank asked (by default the first and
+the last), stands in for that rank of the plan's world size:
+
+1. a process group of the plan's world size in which this process is that rank: torch's ``fake`` backend, whose
+   collectives do nothing (torchtitan estimates memory the same way), so ``fully_shard`` shards for that rank;
+2. the model as a run builds it: :func:`loading.on_meta` (the architecture and PEFT's LoRA, each parameter in the
+   regime's dtype) and :func:`loading.shard` in the same regime, where :func:`loading.is_sharded` says a run shards;
+   the parameters stay on the meta device (sizes, no storage), so nothing is read or allocated;
+3. a gradient for every trainable parameter, of its shape, dtype and sharding, and one step of the run's optimizer
+   (:func:`optimizers.build`), so that its state exists as after a run's first step;
+4. the bytes per term counted by :func:`memory.tensor_terms`, the function a run reports with.
+
+Where this differs from a run, and why the bytes do not: a run's gradients come out of FSDP2's reduce-scatter as views
+of one flat buffer per unit (each shard padded to the same rows on every rank), here each is ``zeros_like`` its
+parameter's shard, which on the first rank has those padded rows too (the last rank of an uneven split holds fewer);
+and ``adamw_torch_fused`` steps with torch's single-tensor AdamW, since the fused kernel refuses meta tensors: both
+keep the same ``exp_avg`` and ``exp_avg_sq`` beside each parameter (their 0-dim step counters are not counted).
+QLoRA's base is quantized by bitsandbytes from real weights on a GPU, and an offloaded run's shards live in host
+memory: neither is what this computes, and both are refused.
+"""
+
+import json
+
+import torch
+import torch.distributed as dist
+
+from finetune_worker import distributed, loading, memory, optimizers, precision
+from finetune_worker import plan as plans
+
+
+def refusal(plan):
+    """Why the plan's terms cannot be computed on the meta device, or None."""
+    adapter = plan.model.adapter
+    if adapter is not None and adapter.quantized:
+        return ("QLoRA: bitsandbytes quantizes the real weights on a GPU; plan the LoRA-equivalent run "
+                "(adapter: lora without load_in_4bit) for the adapter, gradient and optimizer terms")
+    if plan.parallel.offload_params:
+        return "offload_params: the shards live in host memory, and the plan's device terms are then 0"
+    return None
+
+
+def rank_terms(plan, rank):
+    """Bytes per plan term of rank ``rank`` of ``plan.parallel.world_size`` after the first optimizer step."""
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+
+    why = refusal(plan)
+    if why is not None:
+        raise ValueError("meta-terms cannot count this plan: " + why)
+    size = plan.parallel.world_size
+    if not 0 <= rank < size:
+        raise ValueError("rank %d is not one of the plan's %d" % (rank, size))
+    regime = precision.of(plan.model.precision)
+    # the mesh's device: the fake backend serves the CPU; the parameters stay on the meta device all the same
+    device = torch.device("cpu")
+    world = distributed.World(rank, size, rank, device, "meta")
+    dist.init_process_group("fake", store=FakeStore(), rank=rank, world_size=size)
+    try:
+        model, lora, _ = loading.on_meta(plan, regime, device=device)
+        if loading.is_sharded(world, regime, lora):
+            loading.shard(model, world, regime, plan)
+        trainable = [p for p in model.parameters() if p.requires_grad]
+        for parameter in trainable:
+            parameter.grad = torch.zeros_like(parameter)
+        optimizer = optimizers.build(model, plan.optimizer, regime, device)
+        for group in optimizer.param_groups:
+            if group.get("fused"):
+                group["fused"] = False  # same state, and the fused kernel refuses meta tensors
+        optimizer.step()
+        return memory.tensor_terms(model, optimizer, lora)
+    finally:
+        dist.destroy_process_group()
+
+
+def main(plan_path, result_path, ranks=None):
+    plan = plans.load(plan_path)
+    size = plan.parallel.world_size
+    if not ranks:
+        ranks = sorted({0, size - 1})
+    result = {"world_size": size, "precision": plan.model.precision,
+              "ranks": [{"rank": r, "tensors": rank_terms(plan, r)} for r in ranks]}
+    with open(result_path, "w") as f:
+        json.dump(result, f, indent=2)
+        f.write("\n")
+    return 0
