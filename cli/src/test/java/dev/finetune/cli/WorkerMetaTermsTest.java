@@ -14,7 +14,6 @@ import dev.finetune.recipes.Recipe;
 import dev.finetune.recipes.ValidatedRecipe;
 import dev.finetune.recipes.model.ModelSource;
 import dev.finetune.recipes.plan.RunPlan;
-import dev.finetune.trainers.backend.EstimateReport;
 import dev.finetune.trainers.backend.fsdp.WorkerPlan;
 import dev.finetune.trainers.backend.fsdp.WorkerPlanFile;
 import java.io.IOException;
@@ -33,7 +32,8 @@ import org.junit.jupiter.api.io.TempDir;
  * The plan of the shipped GPU recipes, term by term, against what the worker itself holds per rank for the same plan
  * at the same world size: {@code finetune_worker meta-terms} builds, shards and steps the model on the meta device in
  * a fake process group (no weights, no GPU, one process per rank asked), and counts with the function a run reports
- * with. The model folder holds only the {@code config.json} the plan read (the built-in table's row).
+ * with. The model folder holds only the {@code config.json} the plan read (the built-in table's row). The plan describes
+ * the first rank, the largest: its terms must be the worker's to the byte, and no other rank may hold more.
  */
 class WorkerMetaTermsTest {
 
@@ -51,10 +51,13 @@ class WorkerMetaTermsTest {
         assertEquals(List.of("weights", "adapter", "gradients", "optimizer_state"), List.copyOf(planned.keySet()));
     }
 
+    /**
+     * Over 3 ranks nothing of Qwen2.5-7B's LoRA run divides evenly (16-row LoRA A, 3584-wide hidden): FSDP2 gives the
+     * first rank ⌈rows / 3⌉ rows of each tensor, 5.6 % more adapter than a third, and the plan says so.
+     */
     @Test
-    void unevenSplit(@TempDir Path dir) throws IOException {
+    void anUnevenSplitIsPlannedAsTheFirstRanksPaddedRows(@TempDir Path dir) throws IOException {
         compare("qwen2.5-7b/lora-dpo.yaml", dir, "backend=fsdp", "hardware={gpus: 3, gpu_memory: 80GiB}");
-        compare("llama-3.1-70b/full-fsdp.yaml", dir.resolve("b"), "hardware={gpus: 6, gpu_memory: 80GiB}");
     }
 
     /**
@@ -128,6 +131,10 @@ class WorkerMetaTermsTest {
             table.append('\n');
         }
         System.out.print(table);
+        // the plan describes the first rank: FSDP2 pads every tensor's dim 0 to a multiple of the ranks, and where a
+        // split is uneven the last rank holds fewer rows of gradients and moments (its weights' storage is padded too)
+        JsonObject first = byRank.get(0).getAsJsonObject();
+        assertEquals(0, first.get("rank").getAsInt());
         for (JsonElement element : byRank) {
             JsonObject rank = element.getAsJsonObject();
             JsonObject tensors = rank.getAsJsonObject("tensors");
@@ -137,8 +144,12 @@ class WorkerMetaTermsTest {
             assertEquals(new TreeSet<>(planned.keySet()), held, who + "the terms held, and the plan's\n" + table);
             for (Map.Entry<String, Long> term : planned.entrySet()) {
                 long bytes = tensors.get(term.getKey()).getAsLong();
-                assertTrue(Math.abs((double) bytes / term.getValue() - 1) <= EstimateReport.TENSOR_TOLERANCE,
-                        who + term.getKey() + " " + bytes + " B, plan " + term.getValue() + " B\n" + table);
+                if (rank == first) {
+                    assertEquals(term.getValue(), bytes, who + term.getKey() + ", plan and worker, bytes\n" + table);
+                } else {
+                    assertTrue(bytes <= term.getValue(), who + term.getKey() + " " + bytes + " B, more than the first "
+                            + "rank's " + term.getValue() + " B\n" + table);
+                }
             }
         }
         return planned;

@@ -96,6 +96,9 @@ public final class MemoryModel {
         private final int shards;
         private final boolean offload;
         private final long trainable;
+        /** The first rank's elements of all parameters and of the trainable ones (FsdpShards); unsharded: all. */
+        private final long totalShard;
+        private final long trainableShard;
 
         Estimator(TrainingSetup s) {
             this.s = s;
@@ -107,6 +110,8 @@ public final class MemoryModel {
             this.shards = s.sharding().shards() ? s.ranks() : 1;
             this.offload = s.sharding() == Sharding.FSDP_OFFLOAD;
             this.trainable = p.trainable(s.adapter());
+            this.totalShard = shards > 1 ? FsdpShards.total(p, shards) : p.total();
+            this.trainableShard = shards > 1 ? FsdpShards.trainable(p, s.adapter(), shards) : trainable;
             List<Phase> ph = new ArrayList<>(List.of(Phase.LOAD, Phase.FORWARD_BACKWARD, Phase.OPTIMIZER_STEP));
             if (s.objective() instanceof Recipe.Objective.Grpo) {
                 ph.add(Phase.GENERATION);
@@ -123,10 +128,11 @@ public final class MemoryModel {
 
             weights(all);
             if (lora != null) {
-                add("adapter", count(trainable) + " LoRA params × " + r.trainableWeight() + " B" + sharded() + hostNote(), resident(trainable * r.trainableWeight()), all);
+                add("adapter", count(trainable) + " LoRA params × " + r.trainableWeight() + " B" + sharded(trainable, trainableShard)
+                        + hostNote(), onDevice(trainableShard * r.trainableWeight()), all);
             }
-            add("gradients", count(trainable) + " trainable × " + r.gradient() + " B" + sharded()
-                    + (offload ? ", moved to host after reduce-scatter" : ""), resident(trainable * r.gradient()), backward);
+            add("gradients", count(trainable) + " trainable × " + r.gradient() + " B" + sharded(trainable, trainableShard)
+                    + (offload ? ", moved to host after reduce-scatter" : ""), onDevice(trainableShard * r.gradient()), backward);
             if (s.sharding() == Sharding.DDP) {
                 add("ddp_buckets", "DDP copies gradients into all-reduce buckets: " + count(trainable) + " × " + r.gradient() + " B",
                         trainable * r.gradient(), backward);
@@ -159,11 +165,11 @@ public final class MemoryModel {
         private void weights(Set<Phase> phases) {
             long total = p.total();
             if (lora == null) {
-                add("weights", count(total) + " params × " + r.trainableWeight() + " B" + sharded() + hostNote(),
-                        resident(total * r.trainableWeight()), phases);
+                add("weights", count(total) + " params × " + r.trainableWeight() + " B" + sharded(total, totalShard) + hostNote(),
+                        onDevice(totalShard * r.trainableWeight()), phases);
             } else if (nf4 == null) {
-                add("weights", count(total) + " frozen params × " + r.frozenWeight() + " B" + sharded() + hostNote(),
-                        resident(total * r.frozenWeight()), phases);
+                add("weights", count(total) + " frozen params × " + r.frozenWeight() + " B" + sharded(total, totalShard)
+                        + hostNote(), onDevice(totalShard * r.frozenWeight()), phases);
             } else {
                 long quantized = p.quantizable();
                 long plain = total - quantized;
@@ -186,11 +192,14 @@ public final class MemoryModel {
                 bytes = small * o.states() * 4L + Math.round(big * o.states() * (1 + 4.0 / Optimizer.BLOCK));
                 how = o.label() + ": " + o.states() + " × (1 B + fp32 absmax per " + Optimizer.BLOCK + ") × " + count(big)
                         + (small > 0 ? " + " + count(small) + " in small tensors × " + o.states() + " × 4 B" : "");
+                bytes = resident(bytes);
+                how += sharded();
             } else {
-                bytes = trainable * o.states() * r.moment();
-                how = o.label() + ": " + o.states() + " state" + (o.states() > 1 ? "s" : "") + " × " + r.moment() + " B × " + count(trainable);
+                bytes = onDevice(trainableShard * o.states() * r.moment());
+                how = o.label() + ": " + o.states() + " state" + (o.states() > 1 ? "s" : "") + " × " + r.moment() + " B × "
+                        + count(trainable) + sharded(trainable, trainableShard);
             }
-            add("optimizer_state", how + sharded() + hostNote(), resident(bytes), phases);
+            add("optimizer_state", how + hostNote(), bytes, phases);
         }
 
         private void reference(Set<Phase> phases) {
@@ -199,10 +208,10 @@ public final class MemoryModel {
                 add("reference", "none: the base model with the adapter disabled serves as reference", 0, phases);
             } else if (reference instanceof ReferenceModel.FrozenAdapter) {
                 add("reference", "frozen copy of the starting adapter: " + count(trainable) + " × " + r.trainableWeight()
-                        + " B" + sharded() + hostNote(), resident(trainable * r.trainableWeight()), phases);
+                        + " B" + sharded(trainable, trainableShard) + hostNote(), onDevice(trainableShard * r.trainableWeight()), phases);
             } else if (reference instanceof ReferenceModel.StartingWeights) {
-                add("reference", "frozen copy of the policy: " + count(p.total()) + " × " + r.frozenWeight() + " B" + sharded() + hostNote(),
-                        resident(p.total() * r.frozenWeight()), phases);
+                add("reference", "frozen copy of the policy: " + count(p.total()) + " × " + r.frozenWeight() + " B"
+                        + sharded(p.total(), totalShard) + hostNote(), onDevice(totalShard * r.frozenWeight()), phases);
             }
         }
 
@@ -357,12 +366,23 @@ public final class MemoryModel {
             return offload ? 0 : shard(bytes);
         }
 
+        /** The first rank's shards (FsdpShards) on the device, nothing when offloaded to the host. */
+        private long onDevice(long bytes) {
+            return offload ? 0 : bytes;
+        }
+
         private long shard(long bytes) {
             return (bytes + shards - 1) / shards;
         }
 
         private String sharded() {
             return shards > 1 ? " / " + shards + " ranks" : "";
+        }
+
+        /** " / N ranks", and where some tensor's rows do not divide, that the first rank holds the padded share. */
+        private String sharded(long elements, long firstShard) {
+            return sharded() + (shards > 1 && firstShard * shards != elements
+                    ? " (first rank: " + count(firstShard) + ", each tensor's rows padded to a multiple of " + shards + ")" : "");
         }
 
         private String hostNote() {

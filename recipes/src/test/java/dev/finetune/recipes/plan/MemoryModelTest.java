@@ -222,6 +222,39 @@ class MemoryModelTest {
         assertEquals(p * 2 * 2 / 4.0, full.tensorTerms().get("optimizer_state"), 1);
     }
 
+    /**
+     * FSDP2 splits each tensor's dim 0 in pieces of ⌈rows / ranks⌉ and pads every rank's storage to that: the plan
+     * describes the first rank, which fills them. Over 8 ranks every dim of Llama 3.1 8B divides, so that is the total
+     * over 8; Qwen2.5-7B's LoRA A has 16 rows, 6 per rank over 3 ranks, and its hidden size of 3584 does not divide by 3
+     * (WorkerMetaTermsTest counts the same bytes in the worker's own shards).
+     */
+    @Test
+    void aShardedTermIsTheFirstRanksPaddedRows() {
+        long p = LLAMA_8B.parameterCount();
+        MemoryEstimate even = MemoryModel.estimate(setup(LLAMA_8B, new AdapterSpec.Full(), PrecisionRegime.BF16_PURE,
+                new Recipe.Objective.Sft(), Sharding.FSDP_FULL_SHARD, 8));
+        assertEquals(p * 2 / 8, even.tensorTerms().get("weights"));
+        assertFalse(even.term("weights").how().contains("padded"), even.term("weights").how());
+
+        ModelConfig qwen = KnownModels.lookup("Qwen/Qwen2.5-7B").orElseThrow();
+        MemoryEstimate uneven = MemoryModel.estimate(setup(qwen, LORA, PrecisionRegime.MIXED_FP32_MASTER,
+                new Recipe.Objective.Sft(), Sharding.FSDP_FULL_SHARD, 3));
+        long h = 3584, kv = 512, ffn = 18944;
+        // per layer, A [16, in] and B [out, 16] of q, k, v, o, gate, up, down: 6 of A's 16 rows, ⌈out / 3⌉ of B's
+        long[][] inOut = {{h, h}, {h, kv}, {h, kv}, {h, h}, {h, ffn}, {h, ffn}, {ffn, h}};
+        long adapter = 0;
+        for (long[] linear : inOut) {
+            adapter += 6 * linear[0] + (linear[1] + 2) / 3 * 16;
+        }
+        assertEquals(28 * adapter * 4, uneven.tensorTerms().get("adapter"));
+        assertEquals(28 * adapter * 4, uneven.tensorTerms().get("gradients"));
+        assertEquals(28 * adapter * 4 * 2, uneven.tensorTerms().get("optimizer_state"));
+        long lora = qwen.parameters().loraTrainable(LORA);
+        assertTrue(28 * adapter * 3 > lora, "the padded rows are more than a third");
+        assertTrue(uneven.term("adapter").how().contains("padded to a multiple of 3"), uneven.term("adapter").how());
+        assertTrue(uneven.tensorTerms().get("weights") > qwen.parameterCount() * 2 / 3, "3584 rows do not divide by 3");
+    }
+
     @Test
     void eightBitAdamKeepsSmallTensorsIn32Bits() {
         TrainingSetup adamw = new TrainingSetup("test", LLAMA_3B, new AdapterSpec.Full(), PrecisionRegime.BF16_PURE,
