@@ -61,6 +61,27 @@ class WorkerMetaTermsTest {
     }
 
     /**
+     * A mixture of experts (a family the JVM trainer does not run, so PEFT makes the adapter on the targets the plan
+     * counted): LoRA on the stacked experts is PEFT's {@code ParamWrapper}, A {@code [r·experts, in]} and
+     * B {@code [out, r·experts]}, whose rows split over 3 ranks no more evenly than a 32-wide hidden size or a
+     * 512-token vocabulary.
+     */
+    @Test
+    void aMixtureOfExpertsLoraOnThreeRanksHoldsWhatThePlanSays(@TempDir Path dir) throws IOException {
+        Path mixtral = Files.createDirectories(dir.resolve("tiny-mixtral"));
+        Files.writeString(mixtral.resolve("config.json"), """
+                {"model_type": "mixtral", "architectures": ["MixtralForCausalLM"], "hidden_size": 32,
+                 "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+                 "vocab_size": 512, "num_local_experts": 4, "num_experts_per_tok": 2, "max_position_embeddings": 256,
+                 "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "tie_word_embeddings": false, "torch_dtype": "float32",
+                 "bos_token_id": 1, "eos_token_id": 2}
+                """);
+        compare("quickstart.yaml", dir.resolve("run"), "base_model=" + mixtral,
+                "tokenizer_config=" + CONFIGS.resolve("models/stories260K"), "backend=fsdp",
+                "hardware={gpus: 3, gpu_memory: 80GiB}");
+    }
+
+    /**
      * QLoRA's base is quantized by bitsandbytes from the real weights on a GPU, and its paged 8-bit AdamW keeps
      * bitsandbytes' own state: neither exists on the meta device. Its LoRA-equivalent (the same adapter on a bf16 base,
      * torch's AdamW) is planned and counted term by term; of the QLoRA plan itself, the adapter and its gradients are

@@ -24,8 +24,8 @@ final class FsdpShards {
 
     /**
      * {@link ModelParameters#trainable}'s first-rank shard over {@code ranks}: a LoRA pair is A {@code [r, in]} and B
-     * {@code [out, r]}; for stacked experts PEFT's {@code ParamWrapper} makes A {@code [r·experts, out]} and B
-     * {@code [in, r·experts]} (it reads the parameter {@code [experts, out, in]} as experts × in × out).
+     * {@code [out, r]}; on stacked experts {@code [experts, out, in]} PEFT's {@code ParamWrapper} makes one pair of
+     * A {@code [r·experts, in]} and B {@code [out, r·experts]} (as PEFT 0.21 builds them on transformers 5's Mixtral).
      */
     static long trainable(ModelParameters p, AdapterSpec adapter, int ranks) {
         if (!(adapter instanceof AdapterSpec.Lora lora)) {
@@ -35,10 +35,7 @@ final class FsdpShards {
         for (Map.Entry<Tensor, Long> e : p.loraTargetLayers(adapter).entrySet()) {
             Tensor t = e.getKey();
             long r = (long) lora.r() * t.copies();
-            boolean experts = t.kind() == ModelParameters.Kind.EXPERTS;
-            long a = firstShard(r, experts ? t.out() : t.in(), ranks);
-            long b = firstShard(experts ? t.in() : t.out(), r, ranks);
-            total += e.getValue() * (a + b);
+            total += e.getValue() * (firstShard(r, t.in(), ranks) + firstShard(t.out(), r, ranks));
         }
         return total;
     }
