@@ -4,7 +4,7 @@ The plan (recipes/.../plan/MemoryModel.java) promises per rank: ``weights`` (eve
 frozen base of a LoRA run), ``adapter`` (LoRA's weights), ``gradients`` and ``optimizer_state``. After the first
 optimizer step each rank counts the bytes of those tensors' storage (a shard's storage, padding included, counted
 once however many views share it) and reports them beside the plan's figures; tensor bytes are exact, so the two
-must agree to a rounding.
+must agree to a rounding. :mod:`meta_terms` counts the same way on the meta device, for a plan no machine here runs.
 
 The peaks: on a GPU what PyTorch's allocator reserved, on CPU the process's peak resident set (``VmHWM``, which the
 plan estimates for CPU ranks). The load peak is taken when the model is loaded, then the high-water mark is reset

@@ -37,6 +37,12 @@ class WorkerKernelsTest {
         run("test_kernels", Map.of());
     }
 
+    /** A rank's tensor bytes per plan term, counted alike for real tensors and on the meta device (meta-terms). */
+    @Test
+    void tensorTermsCountRealAndMetaStoragesAlike() throws Exception {
+        run("test_memory", Map.of());
+    }
+
     /** bitsandbytes refusals, NF4 as the JVM stores it, fused AdamW. */
     @Test
     void qloraMeansTheSameAndIsRefusedWithoutBitsandbytes(@TempDir Path dir) throws Exception {
