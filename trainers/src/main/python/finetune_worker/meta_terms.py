@@ -14,11 +14,12 @@ the last), stands in for that rank of the plan's world size:
    (:func:`optimizers.build`), so that its state exists as after a run's first step;
 4. the bytes per term counted by :func:`memory.tensor_terms`, the function a run reports with.
 
-Where this differs from a run, and why the bytes do not: a run's gradients come out of FSDP2's reduce-scatter as views
-of one flat buffer per unit (each shard padded to the same rows on every rank), here each is ``zeros_like`` its
-parameter's shard, which on the first rank has those padded rows too (the last rank of an uneven split holds fewer);
+Where this differs from a run, and why the bytes do not: no backward runs, so the gradients are laid out as FSDP2's
+reduce-scatter leaves them (:func:`_gradients`: one buffer of padded shards per unit, each gradient a view into it);
 and ``adamw_torch_fused`` steps with torch's single-tensor AdamW, since the fused kernel refuses meta tensors: both
 keep the same ``exp_avg`` and ``exp_avg_sq`` beside each parameter (their 0-dim step counters are not counted).
+FSDP2 pads every rank's weights and gradients to the first rank's rows; the moments, made ``zeros_like`` each shard,
+are smaller on the last rank of an uneven split.
 QLoRA's base is quantized by bitsandbytes from real weights on a GPU, and an offloaded run's shards live in host
 memory: neither is what this computes, and both are refused.
 """
@@ -62,9 +63,7 @@ def rank_terms(plan, rank):
         model, lora, _ = loading.on_meta(plan, regime, device=device)
         if loading.is_sharded(world, regime, lora):
             loading.shard(model, world, regime, plan)
-        trainable = [p for p in model.parameters() if p.requires_grad]
-        for parameter in trainable:
-            parameter.grad = torch.zeros_like(parameter)
+        _gradients(model)
         optimizer = optimizers.build(model, plan.optimizer, regime, device)
         for group in optimizer.param_groups:
             if group.get("fused"):
@@ -73,6 +72,35 @@ def rank_terms(plan, rank):
         return memory.tensor_terms(model, optimizer, lora)
     finally:
         dist.destroy_process_group()
+
+
+def _gradients(model):
+    """A gradient for every trainable parameter, laid out as after a run's backward: FSDP2's reduce-scatter leaves each
+    unit's gradients in one buffer of their padded shards, in the unit's parameter dtype, each a view into it
+    (``foreach_reduce``'s post-reduce step, done here with the unit's own sizes); an unsharded parameter's gradient is
+    a tensor of its own, as autograd makes it."""
+    from torch.distributed.fsdp import FSDPModule
+
+    done = set()
+    for module in model.modules():
+        group = module._get_fsdp_state()._fsdp_param_group if isinstance(module, FSDPModule) else None
+        shards = [p for p in group.fsdp_params if p.sharded_param.requires_grad] if group is not None else []
+        if not shards:
+            continue
+        # _sharded_param_data: this rank's flat shard, padded to the same rows on every rank; FSDP2 casts the reduced
+        # buffer to the trainable parameters' dtype, one per unit
+        buffer = torch.zeros(sum(p._sharded_param_data.numel() for p in shards),
+                             dtype=shards[0].sharded_param.dtype, device="meta")
+        offset = 0
+        for shard in shards:
+            view = torch.as_strided(buffer, size=shard.sharded_size, stride=shard.contiguous_sharded_stride,
+                                    storage_offset=offset)
+            shard.sharded_param.grad = shard.to_sharded_dtensor(view)
+            done.add(id(shard.sharded_param))
+            offset += shard._sharded_param_data.numel()
+    for parameter in model.parameters():
+        if parameter.requires_grad and id(parameter) not in done:
+            parameter.grad = torch.zeros_like(parameter)
 
 
 def main(plan_path, result_path, ranks=None):
