@@ -20,8 +20,8 @@ and ``adamw_torch_fused`` steps with torch's single-tensor AdamW, since the fuse
 keep the same ``exp_avg`` and ``exp_avg_sq`` beside each parameter (their 0-dim step counters are not counted).
 FSDP2 pads every rank's weights and gradients to the first rank's rows; the moments, made ``zeros_like`` each shard,
 are smaller on the last rank of an uneven split.
-QLoRA's base is quantized by bitsandbytes from real weights on a GPU, and an offloaded run's shards live in host
-memory: neither is what this computes, and both are refused.
+QLoRA's base is quantized by bitsandbytes from real weights on a GPU, bitsandbytes' optimizers make their state there,
+and an offloaded run's shards live in host memory: none of them is what this computes, and each is refused.
 """
 
 import json
@@ -39,6 +39,8 @@ def refusal(plan):
     if adapter is not None and adapter.quantized:
         return ("QLoRA: bitsandbytes quantizes the real weights on a GPU; plan the LoRA-equivalent run "
                 "(adapter: lora without load_in_4bit) for the adapter, gradient and optimizer terms")
+    if plan.optimizer.name in optimizers.BITSANDBYTES:
+        return "optimizer %s: bitsandbytes keeps its own state, made on a GPU" % plan.optimizer.name
     if plan.parallel.offload_params:
         return "offload_params: the shards live in host memory, and the plan's device terms are then 0"
     return None

@@ -1,6 +1,6 @@
 """A rank's tensor bytes per plan term (memory.tensor_terms) counted alike for real tensors and on the meta device,
 where meta_terms counts plans no machine here runs: every storage once however many views share it, two storages of
-one size twice.
+one size twice; and what meta_terms refuses to count.
 """
 
 import types
@@ -8,7 +8,7 @@ import unittest
 
 import torch
 
-from finetune_worker import memory, optimizers, precision
+from finetune_worker import memory, meta_terms, optimizers, precision
 
 
 def stepped(device, tied):
@@ -48,6 +48,23 @@ class TensorTerms(unittest.TestCase):
         other = torch.empty(6, 4, device="meta")
         self.assertEqual(memory._count([whole, whole[2:], whole.view(24)], set()), 6 * 4 * 4)
         self.assertEqual(memory._count([whole, other], set()), 2 * 6 * 4 * 4)
+
+
+class MetaTermsRefusals(unittest.TestCase):
+
+    def test_what_exists_only_on_a_gpu_or_the_host_is_refused_by_name(self):
+        def plan(quantized=False, optimizer="adamw_torch_fused", offload=False):
+            adapter = types.SimpleNamespace(quantized=quantized)
+            return types.SimpleNamespace(model=types.SimpleNamespace(adapter=adapter),
+                                         optimizer=types.SimpleNamespace(name=optimizer),
+                                         parallel=types.SimpleNamespace(offload_params=offload))
+
+        self.assertIsNone(meta_terms.refusal(plan()))
+        self.assertIn("QLoRA", meta_terms.refusal(plan(quantized=True)))
+        self.assertIn("paged_adamw_8bit", meta_terms.refusal(plan(optimizer="paged_adamw_8bit")))
+        self.assertIn("offload_params", meta_terms.refusal(plan(offload=True)))
+        with self.assertRaisesRegex(ValueError, "cannot count this plan: QLoRA"):
+            meta_terms.rank_terms(plan(quantized=True), 0)
 
 
 if __name__ == "__main__":
