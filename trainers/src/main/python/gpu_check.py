@@ -14,9 +14,9 @@ the quickstart (stories260K on configs/data/quickstart.jsonl), LoRA and QLoRA, 2
 * tokens/s (median of steps 2..N) and MFU: model FLOPs per token (2 per weight forward, 2 more for the input
   gradient, 2 more for the weight gradient of trained weights, plus causal attention) over the card's dense bf16
   peak from the plan's own table (recipes/.../plan/accelerators.tsv; --peak-tflops overrides);
-* peak memory after step 1 (torch's max_memory_reserved, what the plan estimates) against the plan
-  (gpu_check_plan.json beside this file: finetune's own plan of each one-GPU case, which GpuCheckPlanTest writes
-  from ``gpu_check.py --cases``; see docs/gpu.md);
+* each rank's peak memory while loading and after step 1 (torch's max_memory_reserved, what the plan estimates)
+  against the plan (gpu_check_plan.json beside this file: finetune's own plan of each case, on one GPU and for the
+  FSDP case on 2, 4 and 8, which GpuCheckPlanTest writes from ``gpu_check.py --cases``; see docs/gpu.md);
 * the first step's loss against the plain fp32 path on the CPU on the same micro batches;
 * host synchronisations while the micro batches run (torch's sync debug mode): the fast path promises none.
 
@@ -170,7 +170,7 @@ def main():
     for case in cases:
         rows.append(run_case(case, args, steps, nproc=1, gpus=gpus, peak=peak, planned=planned))
     if gpus > 1:
-        fsdp = dict(cases[0], name="lora-1.1b fsdp")
+        fsdp = dict(cases[0], name=FSDP_CASE)
         rows.append(run_case(fsdp, args, steps, nproc=gpus, gpus=gpus, peak=peak, planned=planned))
     print_table(rows, gpus)
     return 0 if all(r["status"] in ("ok", "refused") for r in rows) else 1
@@ -203,8 +203,20 @@ def planned_cases(folder):
     big = os.path.join(folder, "llama-1b")
     os.makedirs(big, exist_ok=True)
     llama_config(LLAMA_1B).save_pretrained(big)
+    cases = [dict(case, gpus=1) for case in make_cases(big, tiny=False)]
+    # the FSDP case on the GPU counts a machine may have: the plan is per device, for that world size
+    cases += [dict(cases[0], name=FSDP_CASE, gpus=n) for n in FSDP_WORLD_SIZES]
     return [dict({k: v for k, v in case.items() if k != "shape"}, micro_batches_per_step=MICRO_BATCHES_PER_RANK,
-                 **RUN) for case in make_cases(big, tiny=False)]
+                 **RUN) for case in cases]
+
+
+FSDP_CASE = "lora-1.1b fsdp"
+FSDP_WORLD_SIZES = (2, 4, 8)
+
+
+def plan_key(name, gpus):
+    """The case's entry in gpu_check_plan.json: its name, and the world size where it is sharded."""
+    return name if gpus == 1 else "%s x%d" % (name, gpus)
 
 
 def run_case(case, args, steps, nproc, gpus, peak, planned):
@@ -233,8 +245,11 @@ def run_case(case, args, steps, nproc, gpus, peak, planned):
         row["mfu"] = row["tokens_per_second"] * flops / (peak * 1e12 * nproc)
     peaks = events.get("peak_memory", {}).get("ranks", [])
     row["peak_gib"] = max(p["peak_memory_mb"] for p in peaks) / 1024 if peaks else None
-    plan = planned.get(name.split(" ")[0])
-    row["plan_gib"] = plan["peak_bytes"] / 2**30 if plan and nproc == 1 else None
+    plan = planned.get(plan_key(name, nproc))
+    row["plan_gib"] = plan["peak_bytes"] / 2**30 if plan else None
+    row["plan_load_gib"] = plan["load_peak_bytes"] / 2**30 if plan and plan.get("load_peak_bytes") else None
+    # each rank's load peak (the model built and filled) and step-1 peak: the plan's figures are per device
+    row["ranks"] = sorted((p["rank"], p.get("load_peak_memory_mb"), p["peak_memory_mb"]) for p in peaks)
     row["loss"] = metrics[0]["loss"]
     syncs = [e["count"] for e in events["host_syncs"]]
     row["syncs"] = max(syncs) if syncs else None
@@ -257,6 +272,13 @@ def print_table(rows, gpus):
             r["case"], r["gpus"], f("tokens_per_second", "%.0f"), f("step_seconds", "%.3f"), f("mfu", "%.1f%%", 100),
             f("peak_gib", "%.2f"), f("plan_gib", "%.2f"), ratio, f("loss", "%.4f"), f("cpu_loss", "%.4f"),
             f("syncs", "%d"), r["status"] + (": " + r["note"] if r.get("note") else "")))
+    print()
+    for r in rows:
+        for rank, load, step in r.get("ranks", []):
+            print("%-18s rank %d: load peak %s GiB (plan %s), step-1 peak %s GiB (plan %s)" % (
+                r["case"], rank, "%.2f" % (load / 1024) if load is not None else "-",
+                "%.2f" % r["plan_load_gib"] if r.get("plan_load_gib") else "-", "%.2f" % (step / 1024),
+                "%.2f" % r["plan_gib"] if r.get("plan_gib") else "-"))
     for r in rows:
         if r.get("kernels"):
             print("  %s: %s%s" % (r["case"], r["kernels"], "".join("; " + n for n in r.get("notes", []))))
@@ -272,6 +294,10 @@ def print_table(rows, gpus):
         if r.get("peak_gib") and r.get("plan_gib"):
             off = r["peak_gib"] / r["plan_gib"] - 1
             checks.append(("%s peak within +-15 %% of the plan" % r["case"], abs(off) <= 0.15, "%+.1f %%" % (100 * off)))
+        loads = [load for _, load, _ in r.get("ranks", []) if load is not None]
+        if loads and r.get("plan_load_gib"):
+            off = max(loads) / 1024 / r["plan_load_gib"] - 1
+            checks.append(("%s load peak <= the plan's + 25 %%" % r["case"], off <= 0.25, "%+.1f %%" % (100 * off)))
         if r.get("cpu_loss") is not None and r.get("loss") is not None:
             off = abs(r["loss"] - r["cpu_loss"]) / abs(r["cpu_loss"])
             checks.append(("%s step-1 loss vs CPU fp32 (bf16: <= 2 %%)" % r["case"], off <= 0.02, "%.2e" % off))

@@ -12,6 +12,7 @@ import dev.finetune.recipes.ResolvedRun;
 import dev.finetune.recipes.ValidatedRecipe;
 import dev.finetune.recipes.plan.Kernels;
 import dev.finetune.recipes.plan.MemoryEstimate;
+import dev.finetune.recipes.plan.Phase;
 import dev.finetune.recipes.plan.RunPlan;
 import dev.finetune.recipes.plan.Term;
 import dev.finetune.recipes.plan.TrainingSetup;
@@ -26,8 +27,8 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
- * {@code gpu_check.py}'s plan column comes from {@code gpu_check_plan.json} beside it, which is finetune's own plan of
- * each one-GPU case: this test asks the script for its cases ({@code gpu_check.py --cases}: model, micro batch,
+ * {@code gpu_check.py}'s plan columns come from {@code gpu_check_plan.json} beside it, which is finetune's own plan of
+ * each case (the one-GPU cases, and the FSDP case on 2, 4 and 8 GPUs; step peak and load peak per device): this test asks the script for its cases ({@code gpu_check.py --cases}: model, micro batch,
  * sequence, LoRA rank, QLoRA, and what it runs them with), plans each as the recipe a user would write for one GPU, checks
  * that the plan resolves what the script runs (the worker at world size 1 on CUDA, its precision regime, optimizer,
  * the head inside the loss, eager layers), and fails when the committed file differs, leaving the fresh one in
@@ -44,22 +45,24 @@ class GpuCheckPlanTest {
         String printed = PythonStack.runScript(PYTHON_DIR.resolve("gpu_check.py"), PYTHON_DIR, "--cases",
                 tmp.resolve("models").toString());
         JsonArray cases = JsonParser.parseString(printed.substring(printed.indexOf('['))).getAsJsonArray();
-        assertEquals(4, cases.size(), printed);
+        assertEquals(4 + 3, cases.size(), printed); // four one-GPU cases, the FSDP case on 2, 4 and 8 GPUs
         Map<String, Object> file = new LinkedHashMap<>();
         file.put("_", "finetune's plan of gpu_check.py's one-GPU cases, bytes per device; written by GpuCheckPlanTest "
                 + "(trainers/src/test/java/.../fsdp): do not edit");
         List<String> mismatches = new ArrayList<>();
         for (JsonElement element : cases) {
             JsonObject c = element.getAsJsonObject();
-            String name = c.get("name").getAsString();
-            ValidatedRecipe recipe = FsdpRuns.recipe(tmp, name, recipe(c, tmp.resolve("out-" + name)));
+            int gpus = c.get("gpus").getAsInt();
+            String name = c.get("name").getAsString() + (gpus == 1 ? "" : " x" + gpus);
+            String fileName = name.replace(' ', '-');
+            ValidatedRecipe recipe = FsdpRuns.recipe(tmp, fileName, recipe(c, tmp.resolve("out-" + fileName)));
             ResolvedRun run = recipe.run();
             MemoryEstimate estimate = RunPlan.of(recipe, tmp, null, null, null).memory().estimate();
             TrainingSetup s = estimate.setup();
             String runs = run.backend() + " " + run.device() + " ×" + run.worldSize() + ", " + s.precision().key() + ", "
                     + s.optimizer().label() + ", " + s.kernels().loss() + ", " + s.kernels().layers() + ", checkpointing "
                     + s.gradientCheckpointing();
-            String expected = "FSDP CUDA ×1, " + c.get("precision").getAsString() + ", "
+            String expected = "FSDP CUDA ×" + gpus + ", " + c.get("precision").getAsString() + ", "
                     + Optimizer.byName(c.get("optimizer").getAsString()).label() + ", "
                     + (c.get("head").getAsString().equals("chunked") ? Kernels.Loss.HEAD_INSIDE_CHUNKED : Kernels.Loss.FULL)
                     + ", " + (c.get("torch_compile").getAsBoolean() ? Kernels.Layers.FUSED : Kernels.Layers.EAGER)
@@ -70,6 +73,9 @@ class GpuCheckPlanTest {
             Map<String, Object> entry = new LinkedHashMap<>();
             entry.put("peak_bytes", estimate.peakBytes());
             entry.put("peak_phase", estimate.peakPhase().label());
+            if (estimate.phases().contains(Phase.LOAD)) {
+                entry.put("load_peak_bytes", estimate.total(Phase.LOAD));
+            }
             Map<String, Long> terms = new LinkedHashMap<>();
             for (Term t : estimate.terms()) {
                 if (t.in(estimate.peakPhase()) > 0) {
@@ -120,11 +126,12 @@ class GpuCheckPlanTest {
                 gradient_checkpointing: %s
                 torch_compile: %s
                 hardware:
-                  gpus: 1
+                  gpus: %d
                   gpu_memory: 80GiB
                 """.formatted(c.get("model").getAsString(), WorkerEnvironment.data("quickstart.jsonl"), out,
                 qlora ? "qlora\nload_in_4bit: true" : "lora", r, 2 * r, c.get("seq").getAsInt(), c.get("micro").getAsInt(),
                 c.get("micro_batches_per_step").getAsInt(), c.get("optimizer").getAsString(),
-                c.get("gradient_checkpointing").getAsBoolean(), c.get("torch_compile").getAsBoolean());
+                c.get("gradient_checkpointing").getAsBoolean(), c.get("torch_compile").getAsBoolean(),
+                c.get("gpus").getAsInt());
     }
 }
