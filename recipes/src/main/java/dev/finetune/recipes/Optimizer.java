@@ -2,7 +2,8 @@ package dev.finetune.recipes;
 
 /**
  * The optimizers we run, by Axolotl/HF name, with what each keeps per trainable parameter (the plan's optimizer
- * state term): AdamW two moments, SGD one momentum buffer, each of {@code stateBits} bits. A catalogue of its own
+ * state term): AdamW two moments, each of {@code stateBits} bits; SGD none (the HF Trainer's {@code sgd} is
+ * {@code torch.optim.SGD} without momentum, as no recipe key gives it one). A catalogue of its own
  * (not nested in {@link Recipe}): the memory plan, the worker's requirements and the benches consult it without a
  * recipe at hand.
  */
@@ -16,7 +17,7 @@ public enum Optimizer {
     ADAMW_8BIT("adamw_8bit", 2, 8, false),
     PAGED_ADAMW_8BIT("paged_adamw_8bit", 2, 8, true),
     PAGED_ADAMW_32BIT("paged_adamw_32bit", 2, 32, true),
-    SGD("sgd", 1, 32, false);
+    SGD("sgd", 0, 32, false);
 
     /** bitsandbytes' {@code min_8bit_size}: smaller tensors keep fp32 state. */
     public static final long MIN_8BIT_SIZE = 4096;
@@ -39,7 +40,7 @@ public enum Optimizer {
         return axolotlName;
     }
 
-    /** Values of state kept per trainable parameter: AdamW's two moments, SGD's one momentum. */
+    /** Values of state kept per trainable parameter: AdamW's two moments, none for SGD. */
     public int states() {
         return states;
     }
@@ -63,7 +64,7 @@ public enum Optimizer {
 
     /** How the plan names the state it counts; the 4-bit variant is counted at the regime's moment precision. */
     public String label() {
-        return eightBit() ? "8-bit AdamW" : this == SGD ? "SGD with momentum" : "AdamW";
+        return eightBit() ? "8-bit AdamW" : this == SGD ? "SGD" : "AdamW";
     }
 
     /** bitsandbytes' 8-bit AdamW, which FSDP2 cannot shard. */

@@ -33,8 +33,9 @@ final class RunChecks {
             if (optimizer.stateBytesPerParam() != 8) {
                 problems.error(optimizerAt, "optimizer " + optimizer.axolotlName() + " is unsupported by the "
                         + "single-device trainer, where this recipe runs (" + where(run) + "): it runs 32-bit AdamW",
-                        "use optimizer: adamw_torch, or run on a GPU (hardware: {gpus: 1}), where the torch worker "
-                                + "has bitsandbytes' 8-bit AdamW");
+                        optimizer == Optimizer.SGD ? "use optimizer: adamw_torch, or backend: fsdp: the torch worker "
+                                + "runs torch's SGD, on CPU ranks too" : "use optimizer: adamw_torch, or run on a GPU "
+                                + "(hardware: {gpus: 1}), where the torch worker has bitsandbytes' 8-bit AdamW");
             }
             if (recipe.data().preparedPath() != null) {
                 problems.warn(problems.at("dataset_prepared_path", where), "dataset_prepared_path is not used by the "
@@ -51,10 +52,10 @@ final class RunChecks {
         }
         requireWorkerImplements(recipe, run, WorkerCapabilities.declared(), problems, where);
         workerSharding(recipe, problems, where);
-        // the torch worker: torch's AdamW and bitsandbytes' classes; anything else it would replace by AdamW
-        if (!TORCH_ADAMW.contains(optimizer) && !optimizer.bitsAndBytes()) {
+        // the torch worker: torch's AdamW and SGD, bitsandbytes' classes (finetune_worker/optimizers.py)
+        if (!TORCH_ADAMW.contains(optimizer) && optimizer != Optimizer.SGD && !optimizer.bitsAndBytes()) {
             problems.error(optimizerAt, "optimizer: " + optimizer.axolotlName() + " is unsupported: it is not in "
-                    + "the torch worker, which runs torch's AdamW and bitsandbytes' 8-bit and paged AdamW",
+                    + "the torch worker, which runs torch's AdamW and SGD and bitsandbytes' 8-bit and paged AdamW",
                     "use optimizer: " + (optimizer.stateBytesPerParam() < 8 ? "adamw_bnb_8bit" : "adamw_torch_fused"));
         }
         boolean gpu = run.device() == ResolvedRun.Device.CUDA;

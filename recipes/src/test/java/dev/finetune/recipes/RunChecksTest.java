@@ -43,10 +43,16 @@ class RunChecksTest {
         List<Finding> fsdp = errors(recipe, LaunchShape.gpus(2, null, 80L << 30));
         assertEquals(1, fsdp.size(), fsdp.toString());
         assertTrue(fsdp.get(0).message().startsWith("paged_adamw_8bit over 2 ranks is unsupported"), fsdp.toString());
-        // sgd: neither trainer has it; the worker would have run AdamW in its place
-        List<Finding> sgd = errors(write(dir, "optimizer: sgd\n"), LaunchShape.gpus(1, null, 80L << 30));
-        assertTrue(sgd.get(0).message().startsWith("optimizer: sgd is unsupported: it is not in the torch worker"),
+        // sgd: the worker's torch.optim.SGD; the JVM trainer has none, and says where it runs
+        ValidatedRecipe.load(write(dir, "optimizer: sgd\n"), List.of(), LaunchShape.gpus(1, null, 80L << 30));
+        List<Finding> sgd = errors(write(dir, "optimizer: sgd\n"), LaunchShape.RECIPE);
+        assertTrue(sgd.get(0).message().startsWith("optimizer sgd is unsupported by the single-device trainer"),
                 sgd.toString());
+        assertTrue(sgd.get(0).hint().contains("backend: fsdp"), sgd.toString());
+        // torchao's 8-bit AdamW: no trainer has it
+        List<Finding> torchao = errors(write(dir, "optimizer: adamw_torch_8bit\n"), LaunchShape.gpus(1, null, 80L << 30));
+        assertTrue(torchao.get(0).message().startsWith("optimizer: adamw_torch_8bit is unsupported: it is not in the "
+                + "torch worker"), torchao.toString());
         // paging moves 32-bit moments, the update is AdamW's: the JVM trainer runs it
         ValidatedRecipe.load(write(dir, "optimizer: paged_adamw_32bit\n"), List.of(), LaunchShape.RECIPE);
     }

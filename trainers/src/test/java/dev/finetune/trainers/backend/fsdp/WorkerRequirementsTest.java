@@ -117,7 +117,7 @@ class WorkerRequirementsTest {
 
     @Test
     void optimizersTheWorkerDoesNotHaveAreRefusedNotReplacedByAdamW(@TempDir Path dir) throws IOException {
-        for (String name : List.of("sgd", "adamw_torch_8bit", "adamw_torch_4bit")) {
+        for (String name : List.of("adamw_torch_8bit", "adamw_torch_4bit")) {
             String refused = unrunnable(() -> recipe(dir, "optimizer: " + name + "\n"));
             assertTrue(refused.contains("optimizer: " + name + " is unsupported: it is not in the torch worker"), refused);
             assertTrue(refused.contains("r.yaml:12:12"), refused);
