@@ -28,14 +28,13 @@ final class RunChecks {
         }
         Object optimizerAt = problems.at("optimizer", where);
         if (run.backend() == ResolvedRun.Backend.SINGLE) {
-            // Every 32-bit AdamW spelling is the same update (paging only moves where the moments live); 8- and
-            // 4-bit moments and SGD are other updates, which the JVM trainer does not have.
-            if (optimizer.stateBytesPerParam() != 8) {
+            // Every 32-bit AdamW spelling is the same update (paging only moves where the moments live), and SGD
+            // is the HF Trainer's; 8- and 4-bit moments are other updates, which the JVM trainer does not have.
+            if (optimizer.stateBytesPerParam() != 8 && optimizer != Optimizer.SGD) {
                 problems.error(optimizerAt, "optimizer " + optimizer.axolotlName() + " is unsupported by the "
-                        + "single-device trainer, where this recipe runs (" + where(run) + "): it runs 32-bit AdamW",
-                        optimizer == Optimizer.SGD ? "use optimizer: adamw_torch, or backend: fsdp: the torch worker "
-                                + "runs torch's SGD, on CPU ranks too" : "use optimizer: adamw_torch, or run on a GPU "
-                                + "(hardware: {gpus: 1}), where the torch worker has bitsandbytes' 8-bit AdamW");
+                        + "single-device trainer, where this recipe runs (" + where(run) + "): it runs 32-bit AdamW and SGD",
+                        "use optimizer: adamw_torch, or run on a GPU (hardware: {gpus: 1}), where the torch worker has "
+                                + "bitsandbytes' 8-bit AdamW");
             }
             if (recipe.data().preparedPath() != null) {
                 problems.warn(problems.at("dataset_prepared_path", where), "dataset_prepared_path is not used by the "

@@ -8,7 +8,7 @@ import dev.finetune.recipes.UserError;
 import dev.finetune.trainers.train.checkpoint.CheckpointStore;
 import dev.finetune.trainers.train.checkpoint.ResumeKeys;
 import dev.finetune.trainers.train.checkpoint.TrainerState;
-import dev.finetune.trainers.train.optim.AdamW;
+import dev.finetune.trainers.train.optim.UpdateRule;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
@@ -64,7 +64,7 @@ public final class ResumePoint {
 
     /** Loads weights and moments in place and returns the saved state; refuses a changed recipe first. */
     static TrainerState restore(Path folder, Trainer.Run run, int microBatchesPerEpoch, List<NamedArray> params,
-            AdamW optimizer, NDManager manager) {
+            UpdateRule optimizer, NDManager manager) {
         TrainerState state = CheckpointStore.verify(folder);
         requireMatches(state, run, microBatchesPerEpoch, folder);
         try (NDManager loading = manager.newSubManager()) {

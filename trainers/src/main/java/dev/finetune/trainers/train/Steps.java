@@ -9,7 +9,7 @@ import ai.djl.ndarray.types.Shape;
 import ai.djl.training.GradientCollector;
 import dev.finetune.adapters.NamedArray;
 import dev.finetune.recipes.Recipe;
-import dev.finetune.trainers.train.optim.AdamW;
+import dev.finetune.trainers.train.optim.UpdateRule;
 import dev.finetune.trainers.train.optim.GradientClipping;
 import dev.finetune.trainers.train.output.NativeHeap;
 import dev.finetune.trainers.train.output.PeakMemory;
@@ -51,7 +51,7 @@ final class Steps<B extends Batch> {
      * @param tokensBefore every real token trained on before this step: the line's {@code num_tokens} counts on
      *     from it
      */
-    Map<String, Object> train(long step, long position, DataOrder order, List<NamedArray> params, AdamW optimizer,
+    Map<String, Object> train(long step, long position, DataOrder order, List<NamedArray> params, UpdateRule optimizer,
             double lr, long tokensBefore) {
         long started = System.nanoTime();
         List<B> window = new ArrayList<>(accumulation);

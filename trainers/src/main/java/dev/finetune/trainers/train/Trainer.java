@@ -16,6 +16,7 @@ import dev.finetune.trainers.train.checkpoint.HfTrainerState;
 import dev.finetune.trainers.train.checkpoint.ResumeKeys;
 import dev.finetune.trainers.train.checkpoint.TrainerState;
 import dev.finetune.trainers.train.optim.AdamW;
+import dev.finetune.trainers.train.optim.UpdateRule;
 import dev.finetune.trainers.train.output.LogWindow;
 import dev.finetune.trainers.train.output.TrainResults;
 import dev.finetune.trainers.train.output.LossCurve;
@@ -189,8 +190,8 @@ public final class Trainer<B extends Batch> {
         int accumulation = schedule.accumulation();
         Map<String, String> resumeKeys = ResumePoint.keys(run, perEpoch);
         List<NamedArray> params = model.trainable();
-        AdamW optimizer = new AdamW(params, new AdamW.Hyper(training.adamBeta1(), training.adamBeta2(),
-                training.adamEpsilon(), training.weightDecay()), manager);
+        UpdateRule optimizer = UpdateRule.of(training.optimizer(), params, new AdamW.Hyper(training.adamBeta1(),
+                training.adamBeta2(), training.adamEpsilon(), training.weightDecay()), manager);
         DataOrder order = run.order(perEpoch);
 
         boolean gradModeBefore = JniUtils.isGradMode();

@@ -16,7 +16,7 @@ import java.util.Map;
  * Moments live in the long-lived {@code stateManager} given at construction, never in a step scope (a scope
  * would free them after the first step).
  */
-public final class AdamW {
+public final class AdamW implements UpdateRule {
 
     /** {@code adam_beta1}, {@code adam_beta2}, {@code adam_epsilon}, {@code weight_decay}. */
     public record Hyper(double beta1, double beta2, double epsilon, double weightDecay) {}
@@ -48,6 +48,7 @@ public final class AdamW {
      * by {@code gradientScale} (the clipping factor); then zeroes the gradients. Each decay group is one call into
      * torch's fused AdamW kernel, the one {@code torch.optim.AdamW(fused=True)} runs, over all its tensors.
      */
+    @Override
     public void step(long update, double lr, double gradientScale) {
         for (boolean decayed : new boolean[] {true, false}) {
             List<NDArray> params = new ArrayList<>();
@@ -67,12 +68,13 @@ public final class AdamW {
         }
     }
 
-    /** Zeroes every gradient without updating (a skipped or evaluation-only step). */
+    @Override
     public void zeroGradients() {
         OptimizerScript.zeroGradients(slots.stream().map(slot -> slot.param.array()).toList());
     }
 
     /** The moments under {@code exp_avg.<name>} and {@code exp_avg_sq.<name>}, torch's state names. */
+    @Override
     public Map<String, NDArray> state() {
         Map<String, NDArray> state = new LinkedHashMap<>();
         for (Slot slot : slots) {
@@ -83,6 +85,7 @@ public final class AdamW {
     }
 
     /** Overwrites the moments in place from {@link #state()}-named arrays; every moment must be present. */
+    @Override
     public void load(Map<String, NDArray> state) {
         for (Map.Entry<String, NDArray> entry : state().entrySet()) {
             NDArray saved = state.get(entry.getKey());

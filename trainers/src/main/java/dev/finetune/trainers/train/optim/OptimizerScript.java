@@ -41,6 +41,13 @@ final class OptimizerScript {
         }
     }
 
+    /** One update of torch.optim.SGD without momentum: lr, weight decay (added to the gradient), gradient scale. */
+    static void sgd(List<NDArray> params, double... hyper) {
+        try (IValue p = list(params); IValue h = IValue.listFrom(hyper); IValue ignored = script().call("sgd", p, h)) {
+            // updated in place
+        }
+    }
+
     static void zeroGradients(List<NDArray> params) {
         try (IValue list = list(params); IValue ignored = script().call("zero_gradients", list)) {
             // zeroed in place

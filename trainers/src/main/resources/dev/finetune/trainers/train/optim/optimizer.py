@@ -46,6 +46,27 @@ class Optimizer(Module):
     for g in gs:
       g.zero_()
     return len(ps)
+  def sgd(self: __torch__.Optimizer, params: List[Tensor], hyper: List[float]) -> int:
+    # hyper: lr, weight decay, gradient scale. torch.optim.SGD's foreach path without momentum: the decay is added
+    # to the gradient, then one step against it; parameters without a gradient are skipped; gradients are zeroed.
+    ps = annotate(List[Tensor], [])
+    gs = annotate(List[Tensor], [])
+    for p in params:
+      g = p.grad
+      if g is not None:
+        ps.append(p)
+        gs.append(g)
+    if len(ps) == 0:
+      return 0
+    if hyper[2] != 1.:
+      torch._foreach_mul_(gs, hyper[2])
+    steps = gs
+    if hyper[1] != 0.:
+      steps = torch._foreach_add(gs, ps, alpha=hyper[1])
+    torch._foreach_add_(ps, steps, alpha=-hyper[0])
+    for g in gs:
+      g.zero_()
+    return len(ps)
   def zero_gradients(self: __torch__.Optimizer, params: List[Tensor]) -> int:
     grads = annotate(List[Tensor], [])
     for p in params:
