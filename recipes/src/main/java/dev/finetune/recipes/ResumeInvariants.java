@@ -42,6 +42,11 @@ public final class ResumeInvariants {
         keys.put("micro_batch_size", String.valueOf(recipe.batch().microBatchSize()));
         keys.put("train_on_inputs", Boolean.toString(recipe.data().trainOnInputs()));
         keys.put("chat_template", String.valueOf(recipe.model().chatTemplate()));
+        // SGD keeps no state that AdamW could continue from, nor uses AdamW's moments; only when set, so checkpoints
+        // of the AdamW spellings (one update, one state) stay resumable across them
+        if (recipe.training().optimizer() == Optimizer.SGD) {
+            keys.put("optimizer", "sgd");
+        }
         // which rows are trained and in what order (shards, dedup, curriculum); only when set, so checkpoints of
         // recipes that set none of them stay resumable
         if (!recipe.data().selection().equals(DataSelection.DEFAULTS)) {
