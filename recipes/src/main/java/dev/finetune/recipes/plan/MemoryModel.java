@@ -96,6 +96,8 @@ public final class MemoryModel {
         private final int shards;
         private final boolean offload;
         private final long trainable;
+        /** The worker keeps a frozen table tied to the head in rows over the ranks (finetune_worker.vocab_parallel). */
+        private final boolean vocabParallel;
 
         Estimator(TrainingSetup s) {
             this.s = s;
@@ -107,6 +109,8 @@ public final class MemoryModel {
             this.shards = s.sharding().shards() ? s.ranks() : 1;
             this.offload = s.sharding() == Sharding.FSDP_OFFLOAD;
             this.trainable = p.trainable(s.adapter());
+            this.vocabParallel = lora != null && nf4 == null && shards > 1 && !offload && p.head() == null && s.kernels().loss()
+                    == Kernels.Loss.HEAD_INSIDE_CHUNKED && p.loraTargets(s.adapter()).stream().noneMatch(t -> t.name().endsWith("embed_tokens"));
             List<Phase> ph = new ArrayList<>(List.of(Phase.LOAD, Phase.FORWARD_BACKWARD, Phase.OPTIMIZER_STEP));
             if (s.objective() instanceof Recipe.Objective.Grpo) {
                 ph.add(Phase.GENERATION);
@@ -245,7 +249,12 @@ public final class MemoryModel {
                     : (long) s.sequencesPerMicroBatch() * s.trainedSequenceLength();
             double perLogit = bytesPerLogit(s.kernels(), r.activation());
             String entropy = "";
-            if (s.kernels().loss() == Kernels.Loss.HEAD_INSIDE_CHUNKED) {
+            long vocab = c.vocabSize();
+            if (vocabParallel && s.objective() instanceof Recipe.Objective.Sft) {
+                // the one-device chunk of positions (every rank's, gathered) over this rank's rows of the vocabulary
+                positions = Math.min(positions * shards, Kernels.headChunkRows(vocab));
+                vocab = (vocab + shards - 1) / shards;
+            } else if (s.kernels().loss() == Kernels.Loss.HEAD_INSIDE_CHUNKED) {
                 positions = Math.min(positions, Kernels.headChunkRows(c.vocabSize()));
                 if (s.objective() instanceof Recipe.Objective.Grpo) {
                     // GRPO's entropy metric: the chunk's fp32 probabilities beside its logits
@@ -253,16 +262,16 @@ public final class MemoryModel {
                     entropy = ", with the fp32 probabilities for the entropy";
                 }
             }
-            long bytes = Math.round(positions * (double) c.vocabSize() * perLogit);
-            add("logits", positions + " positions × " + c.vocabSize() + " vocab × " + String.format(Locale.ROOT, "%.2f", perLogit)
+            long bytes = Math.round(positions * (double) vocab * perLogit);
+            add("logits", positions + " positions × " + vocab + " vocab" + (vocab == c.vocabSize() ? "" : " (this rank's rows)") + " × " + String.format(Locale.ROOT, "%.2f", perLogit)
                     + " B (" + s.kernels().loss().label() + entropy + ")", bytes, EnumSet.of(Phase.FORWARD_BACKWARD));
         }
 
         /**
          * FSDP gathers one unit at a time and prefetches the next: the units are each decoder layer, the embedding and
          * the head, each wrapped on its own (torchtune's {@code custom_sharded_layers}; our worker does the same) so a
-         * 128k-vocabulary table is never gathered together with the head. Gradients of the unit just computed are
-         * reduce-scattered from a full-size buffer.
+         * 128k-vocabulary table is never gathered together with the head (a frozen tied one not at all for SFT:
+         * finetune_worker.vocab_parallel). Gradients of the unit just computed are reduce-scattered from a full-size buffer.
          */
         private void fsdpBuffers() {
             double weightBytes = lora == null ? r.trainableWeight() : r.frozenWeight();
@@ -276,20 +285,30 @@ public final class MemoryModel {
                 layerUnit += layerTrainable * r.trainableWeight();
             }
             double tableUnit = Math.max(p.embedding().numel(), p.headParams()) * weightBytes;
+            // a frozen tied table in rows over the ranks: the SFT loss never gathers it (the other heads do, per call);
+            // the ranks' final hidden states are gathered instead, with their input gradient beside them
+            long exchange = 0;
+            if (vocabParallel && s.objective() instanceof Recipe.Objective.Sft) {
+                tableUnit = 0;
+                exchange = 2L * shards * s.sequencesPerMicroBatch() * s.trainedSequenceLength() * c.hiddenSize() * r.activation();
+            }
             long tableTrainable = lora == null ? Math.max(p.embedding().numel(), p.headParams()) : 0;
             double largest = Math.max(layerUnit, tableUnit);
             double second = p.head() == null ? layerUnit : Math.min(layerUnit, tableUnit);
             long gather = Math.round(largest + second);
             long reduce = Math.max(layerTrainable, tableTrainable) * r.gradient();
             Map<Phase, Long> bytes = new EnumMap<>(Phase.class);
-            bytes.put(Phase.LOAD, Math.round(largest));
-            bytes.put(Phase.FORWARD_BACKWARD, gather + reduce);
+            // the worker's CPU ranks fill their own shards from the files: nothing is gathered while loading
+            bytes.put(Phase.LOAD, s.onCpu() ? 0 : Math.round(largest));
+            bytes.put(Phase.FORWARD_BACKWARD, gather + reduce + exchange);
             if (phases.contains(Phase.GENERATION)) {
                 bytes.put(Phase.GENERATION, gather);
             }
             // a save gathers nothing: every rank writes its own shards (DCP) and rows (hf_layout.py)
+            String table = tableUnit > 0 ? ", embedding/head " + gib(tableUnit) + " GiB" : "; the tied table stays in rows";
             terms.add(new Term("fsdp_buffers", "all-gather of the unit in use and the prefetched one (layer " + gib(layerUnit)
-                    + " GiB, embedding/head " + gib(tableUnit) + " GiB) + reduce-scatter " + gib(reduce) + " GiB", bytes));
+                    + " GiB" + table + ") + reduce-scatter " + gib(reduce) + " GiB" + (exchange > 0 ? " + the ranks' hidden "
+                    + "states and their gradient " + gib(exchange) + " GiB" : ""), bytes));
         }
 
         /** TRL generates the whole generation batch (by default micro × accumulation completions per device) at once. */
@@ -307,8 +326,9 @@ public final class MemoryModel {
         private void staging() {
             int fileBytes = c.torchDtype() != null && c.torchDtype().contains("32") ? 4 : 2;
             if (s.onCpu()) {
-                add("load_staging", "checkpoint pages mapped while widening to fp32: " + count(p.total()) + " × " + fileBytes + " B",
-                        p.total() * fileBytes, EnumSet.of(Phase.LOAD));
+                // each rank reads only the rows it owns (finetune_worker.loading.fill)
+                add("load_staging", "checkpoint pages mapped while widening to fp32: " + count(p.total()) + " × " + fileBytes + " B"
+                        + sharded(), shard(p.total() * fileBytes), EnumSet.of(Phase.LOAD));
             } else {
                 add("load_staging", "largest checkpoint tensor: " + count(p.largestTensor()) + " × " + fileBytes + " B",
                         p.largestTensor() * fileBytes, EnumSet.of(Phase.LOAD));

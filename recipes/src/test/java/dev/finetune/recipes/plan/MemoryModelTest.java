@@ -236,6 +236,34 @@ class MemoryModelTest {
         assertEquals(4 * p, MemoryModel.estimate(adamw).term("optimizer_state").in(Phase.OPTIMIZER_STEP));
     }
 
+    /**
+     * The worker's LoRA on CPU ranks with a tied table (finetune_worker.vocab_parallel): the frozen table stays in rows,
+     * so the SFT step gathers no table and each rank's chunk of logits covers its rows of the vocabulary; DPO's head
+     * and a full fine-tune still gather it. Loading gathers nothing, and each rank maps only its rows of the files.
+     */
+    @Test
+    void aFrozenTiedTableStaysInRowsOverCpuRanks() {
+        Kernels worker = new Kernels(Kernels.Layers.EAGER, Kernels.Loss.HEAD_INSIDE_CHUNKED);
+        java.util.function.BiFunction<AdapterSpec, Recipe.Objective, MemoryEstimate> on2 = (adapter, objective) ->
+                MemoryModel.estimate(new TrainingSetup("test", LLAMA_3B, adapter, PrecisionRegime.FP32, Optimizer.ADAMW_TORCH,
+                        1, 1, 512, false, objective, Sharding.FSDP_FULL_SHARD, Devices.cpuRanks(2, 1, 64 * GIB), worker,
+                        ReferenceModel.of(objective, adapter, null)));
+        MemoryEstimate sft = on2.apply(LORA, new Recipe.Objective.Sft());
+        long vocab = LLAMA_3B.vocabSize();
+        long rows = Math.min(2 * 512, Kernels.headChunkRows(vocab));
+        assertEquals(rows * ((vocab + 1) / 2) * 4, sft.term("logits").in(Phase.FORWARD_BACKWARD));
+        assertTrue(sft.term("fsdp_buffers").how().contains("the tied table stays in rows"), sft.term("fsdp_buffers").how());
+        assertEquals(0, sft.term("fsdp_buffers").in(Phase.LOAD));
+        assertEquals((2 * LLAMA_3B.parameterCount() + 1) / 2, sft.term("load_staging").in(Phase.LOAD));
+        long table = vocab * LLAMA_3B.hiddenSize() * 4;
+        for (MemoryEstimate gathers : List.of(on2.apply(LORA, RecipeSetupTest.dpo()), on2.apply(new AdapterSpec.Full(),
+                new Recipe.Objective.Sft()))) {
+            assertTrue(gathers.term("fsdp_buffers").how().contains("embedding/head"), gathers.term("fsdp_buffers").how());
+            assertTrue(gathers.term("fsdp_buffers").in(Phase.FORWARD_BACKWARD) >= table, gathers.term("fsdp_buffers").how());
+        }
+        assertTrue(sft.term("fsdp_buffers").in(Phase.FORWARD_BACKWARD) < table, sft.term("fsdp_buffers").how());
+    }
+
     @Test
     void cpuRunsCountTheMappedCheckpointAndTheRuntime() {
         TrainingSetup cpu = new TrainingSetup("test", LLAMA_3B, LORA, PrecisionRegime.FP32, Optimizer.ADAMW_TORCH, 1, 1, 512, false,
