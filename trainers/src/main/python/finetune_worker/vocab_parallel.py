@@ -149,7 +149,7 @@ def full(weight):
     if local.shape[0] < per:
         local = torch.cat([local, local.new_zeros((per - local.shape[0],) + tuple(local.shape[1:]))])
     out = torch.empty((per * ranks,) + tuple(local.shape[1:]), dtype=local.dtype, device=local.device)
-    dist.all_gather_into_tensor(out, local.contiguous(), group=group)
+    dist.all_gather_single(out, local.contiguous(), group=group)
     return out[:vocab]
 
 
