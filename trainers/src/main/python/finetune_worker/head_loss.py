@@ -24,6 +24,8 @@ import types
 
 import torch
 
+from finetune_worker import vocab_parallel
+
 # The plan's Kernels.HEAD_CHUNK_LOGITS: fp32 logits per chunk (256 MiB), the largest array the loss makes.
 HEAD_CHUNK_LOGITS = 64 << 20
 
@@ -219,12 +221,20 @@ def install(model):
 
     def forward(self, hidden):
         request = self._finetune_request
-        if request is None:
-            return self._finetune_plain_forward(hidden)
         self._finetune_request = None  # one forward per request
-        if request.kind == "sft":
-            return sft_loss(hidden, self.weight, request.targets)
-        value, request.entropy_value = token_log_probs(hidden, self.weight, request.targets, entropy=request.entropy)
+        # a table kept in rows over the ranks (vocab_parallel): whole while gathered for sampling, else the SFT loss
+        # works on the rows and the other heads gather it for their call
+        table = getattr(self, "_finetune_vocab", None)
+        weight = self.weight if table is None else table.whole
+        if request is not None and request.kind == "sft":
+            if weight is None:
+                return vocab_parallel.sft_loss(hidden, self.weight, request.targets)
+            return sft_loss(hidden, weight, request.targets)
+        if weight is None:
+            weight = vocab_parallel.full(self.weight)
+        if request is None:
+            return self._finetune_plain_forward(hidden) if table is None else torch.nn.functional.linear(hidden, weight)
+        value, request.entropy_value = token_log_probs(hidden, weight, request.targets, entropy=request.entropy)
         return value
 
     head.forward = types.MethodType(forward, head)

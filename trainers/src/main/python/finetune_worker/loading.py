@@ -4,7 +4,9 @@
    the rotary frequencies are real, they are small and computed, not loaded), with the LoRA modules PEFT adds.
 2. Every parameter gets the dtype the precision regime stores it in, then ``fully_shard`` wraps each decoder layer,
    the embedding and the LM head (each its own unit when they are not tied, so a 128k-vocabulary table is never
-   gathered together with the head) and the root.
+   gathered together with the head) and the root. A frozen table tied to the head (LoRA) is no FSDP parameter
+   on several ranks: each keeps its rows, and the lookup and the SFT loss exchange activations instead
+   (:mod:`vocab_parallel`).
 3. Each rank allocates only its shards and fills them from the safetensors files, reading just the rows of every
    tensor that it owns (``get_slice`` on the memory-mapped file): the whole checkpoint is read once per node, split
    over its ranks, and no rank materialises a full tensor. The LoRA weights come from the initial adapter the Java
@@ -138,7 +140,8 @@ def _tables(model):
     if embedding is None or head is None:
         return []
     if any(p is q for p in embedding.parameters() for q in head.parameters()):
-        return []  # tied: the one table lives in the root unit, gathered for the whole step
+        # tied: the one table lives in the root unit, gathered with it (unless vocab_parallel keeps it in rows)
+        return []
     return [embedding, head]
 
 
@@ -147,16 +150,23 @@ def shard(model, world, regime, plan, layer_class=None, mesh=None):
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import CPUOffloadPolicy, OffloadPolicy, fully_shard
 
+    from finetune_worker import vocab_parallel
+
     if mesh is None:
         mesh = init_device_mesh(world.device.type, (world.size,))
     offload = CPUOffloadPolicy() \
         if _offloaded(plan, world) else OffloadPolicy()
     reshard = plan.parallel.reshard_after_forward
     policy = regime.policy()
+    # a frozen tied table stays in rows over the ranks, outside FSDP: the root would gather it whole, twice a step
+    # (not offloaded: FSDP alone moves host-resident parameters to the device for compute)
+    ignored = {vocab_parallel.shard(model, mesh)} \
+        if vocab_parallel.applies(model, world) and not _offloaded(plan, world) else None
     # the recipe's transformer_layer_cls_to_wrap, else the model's own decoder layer
     for unit in decoder_layers(model, layer_class or plan.parallel.layer_classes) + _tables(model):
         fully_shard(unit, mesh=mesh, mp_policy=policy, offload_policy=offload, reshard_after_forward=reshard)
-    fully_shard(model, mesh=mesh, mp_policy=policy, offload_policy=offload, reshard_after_forward=reshard)
+    fully_shard(model, mesh=mesh, mp_policy=policy, offload_policy=offload, reshard_after_forward=reshard,
+                ignored_params=ignored)
     return mesh
 
 

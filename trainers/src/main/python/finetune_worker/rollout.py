@@ -27,13 +27,17 @@ def gathered(model, reshard_after_forward):
     """Every sharded module whole for the duration (one all-gather each, on every rank in the same order), then
     sharded again with the training settings restored: the root keeps its parameters after forward, the layers
     follow ``reshard_after_forward``."""
+    from finetune_worker import vocab_parallel
+
     modules = distributed.fsdp_modules(model)
     for module in modules:
         module.set_reshard_after_forward(False, recurse=False)
     try:
         for module in modules:
             module.unshard()
-        yield
+        # a frozen tied table kept in rows over the ranks, whole too
+        with vocab_parallel.gathered(model):
+            yield
     finally:
         for module in modules:
             module.reshard()

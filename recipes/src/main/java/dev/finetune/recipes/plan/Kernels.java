@@ -127,4 +127,33 @@ public record Kernels(Layers layers, Loss loss, Attention attention) {
     public static long headChunkRows(long vocabSize) {
         return Math.max(1, HEAD_CHUNK_LOGITS / vocabSize);
     }
+
+    /** Chunks of a chunked cross-entropy (torchtune's default). */
+    static final int LOSS_CHUNKS = 8;
+
+    /**
+     * Bytes per logit while the loss and its gradient exist (docs/memory-plan.md: logits and loss). The chunked loss
+     * differs by who runs it:
+     * torchtune deletes its list of logit chunks before backward, so eagerly only each chunk's fp32 log-softmax
+     * survives (4 B), while torch.compile's partitioner saves the cheapest inputs, the 16-bit chunk and a per-row
+     * log-sum-exp, and recomputes the fp32 upcast and softmax inside the fused backward kernel, which writes a 16-bit
+     * gradient for one chunk at a time.
+     */
+    public double bytesPerLogit(int act) {
+        return switch (loss) {
+            // logits, fp32 log-softmax kept for backward, logits gradient
+            case FULL -> act + 4 + act;
+            // + the fp32 copy the model returns, and its fp32 gradient
+            case UPCAST_FP32 -> act == 4 ? 12 : act + 4 + 4 + 4 + act;
+            // the logits are float32 whatever the matmuls ran in
+            case IN_PLACE -> 4 + 4;
+            case HEAD_INSIDE -> 4;
+            // the fp32 chunk, and with 16-bit compute the head's 16-bit product beside it (before the upcast) or
+            // the chunk's gradient factor cast back for the 16-bit matmuls (finetune_worker.head_loss)
+            case HEAD_INSIDE_CHUNKED -> act == 4 ? 4 : 4 + act;
+            case CHUNKED -> layers == Layers.FUSED
+                    ? act + (double) act / LOSS_CHUNKS
+                    : 4 + (4.0 + act) / LOSS_CHUNKS;
+        };
+    }
 }

@@ -43,39 +43,11 @@ public final class MemoryModel {
      * {@code output.save_chunk_bytes}; finetune_worker/hf_layout.py), in host memory.
      */
     public static final long SAVE_CHUNK_BYTES = 64L << 20;
-    /** Chunks of a chunked cross-entropy (torchtune's default). */
-    static final int LOSS_CHUNKS = 8;
 
     private MemoryModel() {}
 
     public static MemoryEstimate estimate(TrainingSetup s) {
         return new Estimator(s).run();
-    }
-
-    /**
-     * Bytes per logit while the loss and its gradient exist (docs/memory-plan.md: logits and loss). The chunked loss
-     * differs by who runs it:
-     * torchtune deletes its list of logit chunks before backward, so eagerly only each chunk's fp32 log-softmax
-     * survives (4 B), while torch.compile's partitioner saves the cheapest inputs, the 16-bit chunk and a per-row
-     * log-sum-exp, and recomputes the fp32 upcast and softmax inside the fused backward kernel, which writes a 16-bit
-     * gradient for one chunk at a time.
-     */
-    static double bytesPerLogit(Kernels kernels, int act) {
-        return switch (kernels.loss()) {
-            // logits, fp32 log-softmax kept for backward, logits gradient
-            case FULL -> act + 4 + act;
-            // + the fp32 copy the model returns, and its fp32 gradient
-            case UPCAST_FP32 -> act == 4 ? 12 : act + 4 + 4 + 4 + act;
-            // the logits are float32 whatever the matmuls ran in
-            case IN_PLACE -> 4 + 4;
-            case HEAD_INSIDE -> 4;
-            // the fp32 chunk, and with 16-bit compute the head's 16-bit product beside it (before the upcast) or
-            // the chunk's gradient factor cast back for the 16-bit matmuls (finetune_worker.head_loss)
-            case HEAD_INSIDE_CHUNKED -> act == 4 ? 4 : 4 + act;
-            case CHUNKED -> kernels.layers() == Kernels.Layers.FUSED
-                    ? act + (double) act / LOSS_CHUNKS
-                    : 4 + (4.0 + act) / LOSS_CHUNKS;
-        };
     }
 
     /** NF4 bytes per quantized parameter: 4 bits plus the absmax per block, itself 8-bit with double quantization. */
@@ -99,6 +71,8 @@ public final class MemoryModel {
         /** The first rank's elements of all parameters and of the trainable ones (FsdpShards); unsharded: all. */
         private final long totalShard;
         private final long trainableShard;
+        /** The worker keeps a frozen table tied to the head in rows over the ranks (finetune_worker.vocab_parallel). */
+        private final boolean vocabParallel;
 
         Estimator(TrainingSetup s) {
             this.s = s;
@@ -112,6 +86,9 @@ public final class MemoryModel {
             this.trainable = p.trainable(s.adapter());
             this.totalShard = shards > 1 ? FsdpShards.total(p, shards) : p.total();
             this.trainableShard = shards > 1 ? FsdpShards.trainable(p, s.adapter(), shards) : trainable;
+            this.vocabParallel = lora != null && nf4 == null && shards > 1 && !offload && p.head() == null
+                    && s.kernels().loss() == Kernels.Loss.HEAD_INSIDE_CHUNKED
+                    && p.loraTargets(s.adapter()).stream().noneMatch(t -> t.name().endsWith("embed_tokens"));
             List<Phase> ph = new ArrayList<>(List.of(Phase.LOAD, Phase.FORWARD_BACKWARD, Phase.OPTIMIZER_STEP));
             if (s.objective() instanceof Recipe.Objective.Grpo) {
                 ph.add(Phase.GENERATION);
@@ -252,9 +229,14 @@ public final class MemoryModel {
             long positions = s.objective() instanceof Recipe.Objective.Grpo g
                     ? (long) s.microBatch() * g.maxCompletionLength()
                     : (long) s.sequencesPerMicroBatch() * s.trainedSequenceLength();
-            double perLogit = bytesPerLogit(s.kernels(), r.activation());
+            double perLogit = s.kernels().bytesPerLogit(r.activation());
             String entropy = "";
-            if (s.kernels().loss() == Kernels.Loss.HEAD_INSIDE_CHUNKED) {
+            long vocab = c.vocabSize();
+            if (vocabParallel && s.objective() instanceof Recipe.Objective.Sft) {
+                // the one-device chunk of positions (every rank's, gathered) over this rank's rows of the vocabulary
+                positions = Math.min(positions * shards, Kernels.headChunkRows(vocab));
+                vocab = (vocab + shards - 1) / shards;
+            } else if (s.kernels().loss() == Kernels.Loss.HEAD_INSIDE_CHUNKED) {
                 positions = Math.min(positions, Kernels.headChunkRows(c.vocabSize()));
                 if (s.objective() instanceof Recipe.Objective.Grpo) {
                     // GRPO's entropy metric: the chunk's fp32 probabilities beside its logits
@@ -262,16 +244,17 @@ public final class MemoryModel {
                     entropy = ", with the fp32 probabilities for the entropy";
                 }
             }
-            long bytes = Math.round(positions * (double) c.vocabSize() * perLogit);
-            add("logits", positions + " positions × " + c.vocabSize() + " vocab × " + String.format(Locale.ROOT, "%.2f", perLogit)
-                    + " B (" + s.kernels().loss().label() + entropy + ")", bytes, EnumSet.of(Phase.FORWARD_BACKWARD));
+            long bytes = Math.round(positions * (double) vocab * perLogit);
+            add("logits", positions + " positions × " + vocab + " vocab" + (vocab == c.vocabSize() ? ""
+                    : " (this rank's rows)") + " × " + String.format(Locale.ROOT, "%.2f", perLogit) + " B ("
+                    + s.kernels().loss().label() + entropy + ")", bytes, EnumSet.of(Phase.FORWARD_BACKWARD));
         }
 
         /**
          * FSDP gathers one unit at a time and prefetches the next: the units are each decoder layer, the embedding and
          * the head, each wrapped on its own (torchtune's {@code custom_sharded_layers}; our worker does the same) so a
-         * 128k-vocabulary table is never gathered together with the head. Gradients of the unit just computed are
-         * reduce-scattered from a full-size buffer.
+         * 128k-vocabulary table is never gathered together with the head (a frozen tied one not at all for SFT:
+         * finetune_worker.vocab_parallel). Gradients of the unit just computed are reduce-scattered from a full-size buffer.
          */
         private void fsdpBuffers() {
             double weightBytes = lora == null ? r.trainableWeight() : r.frozenWeight();
@@ -285,20 +268,30 @@ public final class MemoryModel {
                 layerUnit += layerTrainable * r.trainableWeight();
             }
             double tableUnit = Math.max(p.embedding().numel(), p.headParams()) * weightBytes;
+            // a frozen tied table in rows over the ranks: the SFT loss never gathers it (the other heads do, per call);
+            // the ranks' final hidden states are gathered instead, with their input gradient beside them
+            long exchange = 0;
+            if (vocabParallel && s.objective() instanceof Recipe.Objective.Sft) {
+                tableUnit = 0;
+                exchange = 2L * shards * s.sequencesPerMicroBatch() * s.trainedSequenceLength() * c.hiddenSize() * r.activation();
+            }
             long tableTrainable = lora == null ? Math.max(p.embedding().numel(), p.headParams()) : 0;
             double largest = Math.max(layerUnit, tableUnit);
             double second = p.head() == null ? layerUnit : Math.min(layerUnit, tableUnit);
             long gather = Math.round(largest + second);
             long reduce = Math.max(layerTrainable, tableTrainable) * r.gradient();
             Map<Phase, Long> bytes = new EnumMap<>(Phase.class);
-            bytes.put(Phase.LOAD, Math.round(largest));
-            bytes.put(Phase.FORWARD_BACKWARD, gather + reduce);
+            // the worker's CPU ranks fill their own shards from the files: nothing is gathered while loading
+            bytes.put(Phase.LOAD, s.onCpu() ? 0 : Math.round(largest));
+            bytes.put(Phase.FORWARD_BACKWARD, gather + reduce + exchange);
             if (phases.contains(Phase.GENERATION)) {
                 bytes.put(Phase.GENERATION, gather);
             }
             // a save gathers nothing: every rank writes its own shards (DCP) and rows (hf_layout.py)
+            String table = tableUnit > 0 ? ", embedding/head " + gib(tableUnit) + " GiB" : "; the tied table stays in rows";
             terms.add(new Term("fsdp_buffers", "all-gather of the unit in use and the prefetched one (layer " + gib(layerUnit)
-                    + " GiB, embedding/head " + gib(tableUnit) + " GiB) + reduce-scatter " + gib(reduce) + " GiB", bytes));
+                    + " GiB" + table + ") + reduce-scatter " + gib(reduce) + " GiB" + (exchange > 0 ? " + the ranks' hidden "
+                    + "states and their gradient " + gib(exchange) + " GiB" : ""), bytes));
         }
 
         /** TRL generates the whole generation batch (by default micro × accumulation completions per device) at once. */
@@ -316,8 +309,9 @@ public final class MemoryModel {
         private void staging() {
             int fileBytes = c.torchDtype() != null && c.torchDtype().contains("32") ? 4 : 2;
             if (s.onCpu()) {
-                add("load_staging", "checkpoint pages mapped while widening to fp32: " + count(p.total()) + " × " + fileBytes + " B",
-                        p.total() * fileBytes, EnumSet.of(Phase.LOAD));
+                // each rank reads only the rows it owns (finetune_worker.loading.fill)
+                add("load_staging", "checkpoint pages mapped while widening to fp32: " + count(p.total()) + " × " + fileBytes + " B"
+                        + sharded(), shard(p.total() * fileBytes), EnumSet.of(Phase.LOAD));
             } else {
                 add("load_staging", "largest checkpoint tensor: " + count(p.largestTensor()) + " × " + fileBytes + " B",
                         p.largestTensor() * fileBytes, EnumSet.of(Phase.LOAD));

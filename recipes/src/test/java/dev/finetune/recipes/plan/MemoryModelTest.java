@@ -178,9 +178,9 @@ class MemoryModelTest {
      */
     @Test
     void aChunkedLossKeepsLessWhenCompiled() {
-        assertEquals(2 + 2 / 8.0, MemoryModel.bytesPerLogit(new Kernels(Kernels.Layers.FUSED, Kernels.Loss.CHUNKED), 2), 1e-12);
-        assertEquals(4 + (4 + 2) / 8.0, MemoryModel.bytesPerLogit(new Kernels(Kernels.Layers.EAGER, Kernels.Loss.CHUNKED), 2), 1e-12);
-        assertEquals(2 + 4 + 2, MemoryModel.bytesPerLogit(new Kernels(Kernels.Layers.FUSED, Kernels.Loss.FULL), 2), 1e-12);
+        assertEquals(2 + 2 / 8.0, new Kernels(Kernels.Layers.FUSED, Kernels.Loss.CHUNKED).bytesPerLogit(2), 1e-12);
+        assertEquals(4 + (4 + 2) / 8.0, new Kernels(Kernels.Layers.EAGER, Kernels.Loss.CHUNKED).bytesPerLogit(2), 1e-12);
+        assertEquals(2 + 4 + 2, new Kernels(Kernels.Layers.FUSED, Kernels.Loss.FULL).bytesPerLogit(2), 1e-12);
         TrainingSetup compiled = new TrainingSetup("test", LLAMA_8B, QLORA, PrecisionRegime.BF16_PURE, Optimizer.ADAMW_TORCH, 2, 1,
                 2048, true, new Recipe.Objective.Sft(), Sharding.SINGLE, Devices.gpus(1, 1, 24 * GIB),
                 new Kernels(Kernels.Layers.FUSED, Kernels.Loss.CHUNKED), new ReferenceModel.None());
@@ -267,6 +267,34 @@ class MemoryModelTest {
         long expected = small * 8 + Math.round((p - small) * 2 * (1 + 4.0 / 2048));
         assertEquals(expected, MemoryModel.estimate(eightBit).term("optimizer_state").in(Phase.OPTIMIZER_STEP));
         assertEquals(4 * p, MemoryModel.estimate(adamw).term("optimizer_state").in(Phase.OPTIMIZER_STEP));
+    }
+
+    /**
+     * The worker's LoRA on CPU ranks with a tied table (finetune_worker.vocab_parallel): the frozen table stays in rows,
+     * so the SFT step gathers no table and each rank's chunk of logits covers its rows of the vocabulary; DPO's head
+     * and a full fine-tune still gather it. Loading gathers nothing, and each rank maps only its rows of the files.
+     */
+    @Test
+    void aFrozenTiedTableStaysInRowsOverCpuRanks() {
+        Kernels worker = new Kernels(Kernels.Layers.EAGER, Kernels.Loss.HEAD_INSIDE_CHUNKED);
+        java.util.function.BiFunction<AdapterSpec, Recipe.Objective, MemoryEstimate> on2 = (adapter, objective) ->
+                MemoryModel.estimate(new TrainingSetup("test", LLAMA_3B, adapter, PrecisionRegime.FP32, Optimizer.ADAMW_TORCH,
+                        1, 1, 512, false, objective, Sharding.FSDP_FULL_SHARD, Devices.cpuRanks(2, 1, 64 * GIB), worker,
+                        ReferenceModel.of(objective, adapter, null)));
+        MemoryEstimate sft = on2.apply(LORA, new Recipe.Objective.Sft());
+        long vocab = LLAMA_3B.vocabSize();
+        long rows = Math.min(2 * 512, Kernels.headChunkRows(vocab));
+        assertEquals(rows * ((vocab + 1) / 2) * 4, sft.term("logits").in(Phase.FORWARD_BACKWARD));
+        assertTrue(sft.term("fsdp_buffers").how().contains("the tied table stays in rows"), sft.term("fsdp_buffers").how());
+        assertEquals(0, sft.term("fsdp_buffers").in(Phase.LOAD));
+        assertEquals((2 * LLAMA_3B.parameterCount() + 1) / 2, sft.term("load_staging").in(Phase.LOAD));
+        long table = vocab * LLAMA_3B.hiddenSize() * 4;
+        for (MemoryEstimate gathers : List.of(on2.apply(LORA, RecipeSetupTest.dpo()), on2.apply(new AdapterSpec.Full(),
+                new Recipe.Objective.Sft()))) {
+            assertTrue(gathers.term("fsdp_buffers").how().contains("embedding/head"), gathers.term("fsdp_buffers").how());
+            assertTrue(gathers.term("fsdp_buffers").in(Phase.FORWARD_BACKWARD) >= table, gathers.term("fsdp_buffers").how());
+        }
+        assertTrue(sft.term("fsdp_buffers").in(Phase.FORWARD_BACKWARD) < table, sft.term("fsdp_buffers").how());
     }
 
     @Test

@@ -30,7 +30,7 @@ public final class WorkerPython {
             "grpo_loss.py", "head_loss.py", "hf_files.py", "hf_layout.py", "kernels.py", "launcher_link.py",
             "loading.py", "memory.py", "meta_terms.py", "objectives.py", "optimizers.py", "packed_attention.py",
             "plan.py", "precision.py", "reference.py", "reward_channel.py", "rollout.py", "safe_dcp.py", "sampler.py",
-            "train.py");
+            "train.py", "vocab_parallel.py");
     private static final String RESOURCES = "/dev/finetune/trainers/python/";
 
     /**
