@@ -68,14 +68,7 @@ class WorkerMetaTermsTest {
      */
     @Test
     void aMixtureOfExpertsLoraOnThreeRanksHoldsWhatThePlanSays(@TempDir Path dir) throws IOException {
-        Path mixtral = Files.createDirectories(dir.resolve("tiny-mixtral"));
-        Files.writeString(mixtral.resolve("config.json"), """
-                {"model_type": "mixtral", "architectures": ["MixtralForCausalLM"], "hidden_size": 32,
-                 "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
-                 "vocab_size": 512, "num_local_experts": 4, "num_experts_per_tok": 2, "max_position_embeddings": 256,
-                 "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "tie_word_embeddings": false, "torch_dtype": "float32",
-                 "bos_token_id": 1, "eos_token_id": 2}
-                """);
+        Path mixtral = WorkerPlanContractTest.tinyMixtral(dir);
         compare("quickstart.yaml", dir.resolve("run"), "base_model=" + mixtral,
                 "tokenizer_config=" + CONFIGS.resolve("models/stories260K"), "backend=fsdp",
                 "hardware={gpus: 3, gpu_memory: 80GiB}");

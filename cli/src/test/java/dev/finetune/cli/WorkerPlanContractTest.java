@@ -64,14 +64,7 @@ class WorkerPlanContractTest {
         recipes.put("sft-loss-watchdog", load(configs.resolve("quickstart.yaml"), LaunchShape.RECIPE, "backend=fsdp",
                 "loss_watchdog_threshold=5.0", "loss_watchdog_patience=2"));
         // a family the JVM trainer does not run: PEFT initialises the adapter on the targets the plan counted
-        Path mixtral = Files.createDirectories(dir.resolve("tiny-mixtral"));
-        Files.writeString(mixtral.resolve("config.json"), """
-                {"model_type": "mixtral", "architectures": ["MixtralForCausalLM"], "hidden_size": 32,
-                 "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
-                 "vocab_size": 512, "num_local_experts": 4, "num_experts_per_tok": 2, "max_position_embeddings": 256,
-                 "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "tie_word_embeddings": false, "torch_dtype": "float32",
-                 "bos_token_id": 1, "eos_token_id": 2}
-                """);
+        Path mixtral = tinyMixtral(dir);
         Map<String, Path> models = Map.of("mixtral-new-adapter", mixtral);
         recipes.put("mixtral-new-adapter", load(configs.resolve("quickstart.yaml"), LaunchShape.RECIPE, "backend=fsdp",
                 "base_model=" + mixtral, "tokenizer_config=" + model, "lora_dropout=0"));
@@ -144,5 +137,18 @@ class WorkerPlanContractTest {
         if (schema.has("items")) {
             declared(schema.getAsJsonObject("items"), path + "[]", out);
         }
+    }
+
+    /** A two-layer Mixtral's config.json (no weights: plans and the meta device need none) in {@code dir/tiny-mixtral}. */
+    static Path tinyMixtral(Path dir) throws IOException {
+        Path mixtral = Files.createDirectories(dir.resolve("tiny-mixtral"));
+        Files.writeString(mixtral.resolve("config.json"), """
+                {"model_type": "mixtral", "architectures": ["MixtralForCausalLM"], "hidden_size": 32,
+                 "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+                 "vocab_size": 512, "num_local_experts": 4, "num_experts_per_tok": 2, "max_position_embeddings": 256,
+                 "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "tie_word_embeddings": false, "torch_dtype": "float32",
+                 "bos_token_id": 1, "eos_token_id": 2}
+                """);
+        return mixtral;
     }
 }
